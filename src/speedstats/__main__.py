@@ -1,0 +1,3 @@
+from speedstats.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Beyond one run: baselines, noise-aware comparison, history and trends."""

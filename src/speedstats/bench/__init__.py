@@ -1,0 +1,1 @@
+"""The benchmark layer: runs OneFlow and PyTorch in subprocesses of their own."""

@@ -1,0 +1,1 @@
+"""The GitHub layer: PyGithub only, no framework imports."""

@@ -1,0 +1,5 @@
+"""Placeholder: commands registered here are added by their own change."""
+
+
+def register(subparsers):
+    pass

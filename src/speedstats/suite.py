@@ -1,0 +1,274 @@
+"""The suite: which cases to run, how long, and the thresholds their verdicts use.
+
+Built-in profiles live in the project's `suites/` folder (`default.yml`, `smoke.yml`). A user file
+may start from one of them with `extends: NAME` and override any field; cases are matched by `id`
+(fields of a known id are overridden, a new id is appended, `skip: true` drops a case).
+"""
+
+import copy
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import yaml
+
+from speedstats.errors import UserError
+from speedstats.fsutil import read_text
+from speedstats.resources import suites_dir
+
+CASE_KINDS = ("resnet50", "swin_dataloader")
+DEFAULT_GPU_KEY = "default"
+
+
+@dataclass
+class DatasetSpec:
+    images: int = 320
+    classes: int = 4
+    min_side: int = 300
+    max_side: int = 500
+    seed: int = 0
+    cache_dir: Optional[str] = None  # default: <out>/../.cache/speedstats/dataset-...
+
+
+@dataclass
+class CaseSpec:
+    id: str
+    kind: str
+    batch_size: int
+    times: int
+    warmup: int
+    timeout_s: float
+    rounds: int = 1
+    image_size: int = 224  # resnet50 input side
+    ddp: bool = False
+    world_size: int = 1
+    num_workers: Optional[int] = None  # dataloader
+    input_size: int = 224  # dataloader transform output side
+    min_relative_speed: Optional[float] = None
+    max_oneflow_ms: Dict[str, float] = field(default_factory=dict)  # GPU name -> ms, "default" key
+
+    @property
+    def input_shape(self):
+        return [self.batch_size, 3, self.image_size, self.image_size]
+
+    def ms_threshold(self, gpu_name):
+        """The OneFlow milliseconds threshold for this GPU, or None when the case has none."""
+        if gpu_name in self.max_oneflow_ms:
+            return self.max_oneflow_ms[gpu_name]
+        return self.max_oneflow_ms.get(DEFAULT_GPU_KEY)
+
+
+@dataclass
+class Suite:
+    name: str
+    cases: List[CaseSpec]
+    dataset: DatasetSpec = field(default_factory=DatasetSpec)
+    warmup: int = 5
+    rounds: int = 1
+    timeout_s: float = 1800.0
+    interleave: bool = True
+    lock_timeout_s: float = 3600.0
+
+    def case(self, case_id):
+        for case in self.cases:
+            if case.id == case_id:
+                return case
+        return None
+
+
+def builtin_profiles():
+    return sorted(p.stem for p in suites_dir().glob("*.yml"))
+
+
+def _read_yaml(path):
+    text = read_text(path, "suite file")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a suite must be a YAML mapping")
+    return data
+
+
+def _profile_path(name):
+    path = suites_dir() / f"{name}.yml"
+    if not path.is_file():
+        raise UserError(f"unknown profile {name!r} (built-in: {', '.join(builtin_profiles())})")
+    return path
+
+
+def merge(base, override, where):
+    """Deep-merge override into a copy of base; the 'cases' list merges by id."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if key == "cases":
+            out["cases"] = _merge_cases(out.get("cases") or [], value, where)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict) and key != "max_oneflow_ms":
+            out[key] = merge(out[key], value, where)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _merge_cases(base_cases, override_cases, where):
+    if not isinstance(override_cases, list):
+        raise UserError(f"{where}: field 'cases' must be a list")
+    merged = [copy.deepcopy(c) for c in base_cases]
+    index = {c.get("id"): i for i, c in enumerate(merged) if isinstance(c, dict)}
+    for i, case in enumerate(override_cases):
+        if not isinstance(case, dict) or "id" not in case:
+            raise UserError(f"{where}: cases[{i}] must be a mapping with an 'id'")
+        if case["id"] in index:
+            target = merged[index[case["id"]]]
+            for key, value in case.items():
+                if key == "max_oneflow_ms" and isinstance(value, dict) and isinstance(target.get(key), dict):
+                    target[key] = {**target[key], **value}
+                else:
+                    target[key] = copy.deepcopy(value)
+        else:
+            index[case["id"]] = len(merged)
+            merged.append(copy.deepcopy(case))
+    return [c for c in merged if not c.get("skip")]
+
+
+def _number(data, key, where, default=None, integer=False, minimum=None, required=False):
+    if key not in data or data[key] is None:
+        if required:
+            raise UserError(f"{where}: missing field '{key}'")
+        return default
+    value = data[key]
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise UserError(f"{where}: field '{key}' must be {kind}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {value!r}")
+    return value
+
+
+_CASE_FIELDS = {
+    "id", "kind", "batch_size", "times", "warmup", "timeout_s", "rounds", "image_size", "ddp",
+    "world_size", "num_workers", "input_size", "min_relative_speed", "max_oneflow_ms", "skip",
+}
+_SUITE_FIELDS = {
+    "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
+}
+
+
+def _case(data, i, suite_defaults, where):
+    where = f"{where}: cases[{i}]"
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: must be a mapping")
+    case_id = data.get("id")
+    if not isinstance(case_id, str) or not case_id:
+        raise UserError(f"{where}: field 'id' must be a non-empty string")
+    where = f"{where} ({case_id})"
+    unknown = sorted(set(data) - _CASE_FIELDS)
+    if unknown:
+        raise UserError(f"{where}: unknown field '{unknown[0]}'")
+    kind = data.get("kind")
+    if kind not in CASE_KINDS:
+        raise UserError(f"{where}: field 'kind' must be one of {', '.join(CASE_KINDS)}, got {kind!r}")
+    ddp = data.get("ddp", False)
+    if not isinstance(ddp, bool):
+        raise UserError(f"{where}: field 'ddp' must be true or false, got {ddp!r}")
+    ms = data.get("max_oneflow_ms") or {}
+    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
+        ms = {DEFAULT_GPU_KEY: ms}
+    if not isinstance(ms, dict):
+        raise UserError(f"{where}: field 'max_oneflow_ms' must map GPU names to milliseconds")
+    for gpu, value in ms.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{where}: field 'max_oneflow_ms.{gpu}' must be a number, got {value!r}")
+    case = CaseSpec(
+        id=case_id,
+        kind=kind,
+        batch_size=_number(data, "batch_size", where, integer=True, minimum=1, required=True),
+        times=_number(data, "times", where, integer=True, minimum=1, required=True),
+        warmup=_number(data, "warmup", where, default=suite_defaults["warmup"], integer=True, minimum=0),
+        timeout_s=_number(data, "timeout_s", where, default=suite_defaults["timeout_s"], minimum=1),
+        rounds=_number(data, "rounds", where, default=suite_defaults["rounds"], integer=True, minimum=1),
+        image_size=_number(data, "image_size", where, default=224, integer=True, minimum=1),
+        ddp=ddp,
+        world_size=_number(data, "world_size", where, default=2 if ddp else 1, integer=True, minimum=1),
+        num_workers=_number(data, "num_workers", where, default=0 if kind == "swin_dataloader" else None,
+                            integer=True, minimum=0),
+        input_size=_number(data, "input_size", where, default=224, integer=True, minimum=1),
+        min_relative_speed=_number(data, "min_relative_speed", where),
+        max_oneflow_ms={str(k): float(v) for k, v in ms.items()},
+    )
+    if case.kind == "swin_dataloader" and case.ddp:
+        raise UserError(f"{where}: a swin_dataloader case cannot be ddp")
+    if not case.ddp and case.world_size != 1:
+        raise UserError(f"{where}: field 'world_size' needs 'ddp: true'")
+    return case
+
+
+def suite_from_dict(data, where):
+    unknown = sorted(set(data) - _SUITE_FIELDS)
+    if unknown:
+        raise UserError(f"{where}: unknown field '{unknown[0]}'")
+    name = data.get("name", "custom")
+    if not isinstance(name, str):
+        raise UserError(f"{where}: field 'name' must be a string")
+    defaults = {
+        "warmup": _number(data, "warmup", where, default=5, integer=True, minimum=0),
+        "timeout_s": _number(data, "timeout_s", where, default=1800.0, minimum=1),
+        "rounds": _number(data, "rounds", where, default=1, integer=True, minimum=1),
+    }
+    cases_data = data.get("cases")
+    if not isinstance(cases_data, list) or not cases_data:
+        raise UserError(f"{where}: field 'cases' must be a non-empty list")
+    cases = [_case(c, i, defaults, where) for i, c in enumerate(cases_data)]
+    seen = set()
+    for case in cases:
+        if case.id in seen:
+            raise UserError(f"{where}: case id {case.id!r} appears twice")
+        seen.add(case.id)
+    ds = data.get("dataset") or {}
+    if not isinstance(ds, dict):
+        raise UserError(f"{where}: field 'dataset' must be a mapping")
+    unknown = sorted(set(ds) - set(DatasetSpec.__dataclass_fields__))
+    if unknown:
+        raise UserError(f"{where}: unknown field 'dataset.{unknown[0]}'")
+    dw = f"{where}: dataset"
+    dataset = DatasetSpec(
+        images=_number(ds, "images", dw, default=320, integer=True, minimum=1),
+        classes=_number(ds, "classes", dw, default=4, integer=True, minimum=1),
+        min_side=_number(ds, "min_side", dw, default=300, integer=True, minimum=8),
+        max_side=_number(ds, "max_side", dw, default=500, integer=True, minimum=8),
+        seed=_number(ds, "seed", dw, default=0, integer=True),
+        cache_dir=ds.get("cache_dir"),
+    )
+    if dataset.max_side < dataset.min_side:
+        raise UserError(f"{dw}: field 'max_side' must be at least 'min_side'")
+    interleave = data.get("interleave", True)
+    if not isinstance(interleave, bool):
+        raise UserError(f"{where}: field 'interleave' must be true or false")
+    return Suite(
+        name=name,
+        cases=cases,
+        dataset=dataset,
+        warmup=defaults["warmup"],
+        rounds=defaults["rounds"],
+        timeout_s=defaults["timeout_s"],
+        interleave=interleave,
+        lock_timeout_s=_number(data, "lock_timeout_s", where, default=3600.0, minimum=0),
+    )
+
+
+def load_suite(path=None, profile=None):
+    """The suite to run: a user file (optionally extending a profile) or a built-in profile."""
+    if path is None:
+        name = profile or "default"
+        return suite_from_dict(_read_yaml(_profile_path(name)), f"{name}.yml")
+    data = _read_yaml(path)
+    base_name = data.pop("extends", None) or profile
+    if base_name is not None:
+        if not isinstance(base_name, str):
+            raise UserError(f"{path}: field 'extends' must be a profile name")
+        base = _read_yaml(_profile_path(base_name))
+        data = merge(base, data, str(path))
+        data.setdefault("name", base_name)
+    return suite_from_dict(data, str(path))
