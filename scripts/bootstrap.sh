@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SPEEDSTATS_VENV:-.venv}
+SETUPTOOLS_VERSION=84.2.1
 STAMP="$VENV/.speedstats-installed"
 want=$(cat requirements/*.txt constraints.txt scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
@@ -20,14 +21,15 @@ find_python310() {
 }
 PY=$(find_python310) || { echo "bootstrap: CPython 3.10 not found (oneflow 0.9.0 has wheels for 3.8-3.10 only)" >&2; exit 1; }
 
-echo "bootstrap: creating $VENV with $PY" >&2
+echo "bootstrap: installing into $VENV with $PY (the first time takes several minutes)" >&2
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c constraints.txt)
-"${pip[@]}" "setuptools<70" wheel
 "${pip[@]}" -r requirements/light.txt -r requirements/test.txt -r requirements/bench.txt
 # flowvision 0.2.2 needs a newer oneflow (oneflow.jit._script_if_tracing); 0.2.1 ships only as an
-# sdist that builds with setuptools<70 and no build isolation.
+# sdist that builds with setuptools<70 and no build isolation. torch then wants setuptools>=77 back.
+"${pip[@]}" "setuptools<70" wheel
 "${pip[@]}" --no-build-isolation --no-deps flowvision==0.2.1
-"${pip[@]}" --no-deps -e .
+"${pip[@]}" "setuptools==$SETUPTOOLS_VERSION"
+"${pip[@]}" --no-build-isolation --no-deps -e .
 echo "$want" > "$STAMP"
 echo "bootstrap: $VENV ready" >&2
