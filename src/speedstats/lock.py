@@ -1,0 +1,147 @@
+"""One benchmark at a time per device: a file lock shared by every job on the runner host.
+
+Two jobs measuring on the same GPU (or the same CPU) at once make both sets of figures meaningless,
+so `speedstats run` holds `device_lock(device, ...)` for the whole run. The lock is `flock` on one
+file per device in a folder that all jobs of the host see:
+
+- `$SPEEDSTATS_LOCK_DIR` when set (point it at a host folder mounted into every container),
+- else `/tmp/speedstats-locks`.
+
+The kernel drops an flock when its holder exits, even on SIGKILL, so a crashed job never leaves a
+stale lock behind. While waiting, a line on stderr names the holder's pid and since when it holds.
+"""
+
+import contextlib
+import datetime
+import fcntl
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from speedstats.errors import UserError
+
+DEFAULT_LOCK_DIR = "/tmp/speedstats-locks"
+_REMINDER_EVERY_S = 60.0
+
+
+class DeviceBusyError(UserError):
+    """The device stayed locked by another job for longer than the timeout."""
+
+    exit_code = 4
+
+
+def default_lock_dir():
+    return Path(os.environ.get("SPEEDSTATS_LOCK_DIR") or DEFAULT_LOCK_DIR)
+
+
+def normalize_device(device):
+    """'cuda' and 'cuda:0' are the same GPU; names are lower case without spaces."""
+    name = str(device).strip().lower()
+    if not name:
+        raise UserError("device: empty device name")
+    if name in ("cuda", "gpu"):
+        return "cuda:0"
+    return name
+
+
+def lock_path(device, lock_dir=None):
+    """The lock file of one device, e.g. <dir>/cuda-0.lock."""
+    safe = re.sub(r"[^a-z0-9_.-]+", "-", normalize_device(device))
+    return Path(lock_dir or default_lock_dir()) / f"{safe}.lock"
+
+
+def read_holder(path):
+    """What the lock file says about its holder ('pid N since T'), or None when it says nothing."""
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    if "pid" not in fields:
+        return None
+    holder = f"pid {fields['pid']}"
+    if "since" in fields:
+        holder += f" since {fields['since']}"
+    if fields.get("job"):
+        holder += f", job {fields['job']}"
+    return holder
+
+
+def _holder_record():
+    since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = f"pid={os.getpid()} since={since}"
+    job = "/".join(v for v in (os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_RUN_ID"),
+                                os.environ.get("GITHUB_JOB")) if v)
+    if job:
+        record += f" job={job}"
+    return record + "\n"
+
+
+@contextlib.contextmanager
+def _one_device_lock(device, timeout_s, lock_dir, stream):
+    name = normalize_device(device)
+    path = lock_path(name, lock_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Opened without truncating: the holder's record must survive a waiter opening the file.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot open the device lock: {exc.strerror}") from None
+    try:
+        start = time.monotonic()
+        next_message = start
+        delay = 0.05
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            now = time.monotonic()
+            waited = now - start
+            if waited >= timeout_s:
+                holder = read_holder(path) or "another process"
+                raise DeviceBusyError(
+                    f"{name}: still locked by {holder} after waiting {waited:.0f}s "
+                    f"(lock file {path}; raise the suite's lock_timeout_s to wait longer)"
+                )
+            if now >= next_message:
+                holder = read_holder(path) or "another process"
+                verb = "waiting" if next_message == start else "still waiting"
+                print(f"{verb} for {name} (held by {holder})…", file=stream, flush=True)
+                next_message = now + _REMINDER_EVERY_S
+            time.sleep(min(delay, max(0.0, timeout_s - waited)))
+            delay = min(delay * 2, 1.0)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, _holder_record().encode("utf-8"), 0)
+        try:
+            yield path
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def device_lock(device, timeout_s, lock_dir=None, stream=None):
+    """Hold the lock of `device` (or of each of several devices) for the body of the with-block.
+
+    `device` is a name like "cuda:0" or "cpu", or a list of names (a DDP run on two GPUs locks
+    both; they are taken in sorted order so two such runs cannot deadlock). Waits up to
+    `timeout_s` seconds in all, then raises DeviceBusyError. Yields the list of lock files held.
+    """
+    names = [device] if isinstance(device, str) else list(device)
+    names = sorted({normalize_device(d) for d in names})
+    if not names:
+        raise UserError("device: no device to lock")
+    stream = stream if stream is not None else sys.stderr
+    deadline = time.monotonic() + max(0.0, float(timeout_s))
+    with contextlib.ExitStack() as stack:
+        held = []
+        for name in names:
+            remaining = max(0.0, deadline - time.monotonic())
+            held.append(stack.enter_context(_one_device_lock(name, remaining, lock_dir, stream)))
+        yield held

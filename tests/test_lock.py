@@ -1,0 +1,144 @@
+"""The device lock between real processes: the second waits for the first, a timeout fails clearly,
+and a killed holder frees the device."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from speedstats.errors import UserError
+from speedstats.lock import DeviceBusyError, device_lock, lock_path, normalize_device, read_holder
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+# Takes the lock, says "acquired <pid>", holds it until a line arrives on stdin, says "released".
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from speedstats.lock import device_lock
+    device, lock_dir, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    with device_lock(device, timeout_s, lock_dir=lock_dir):
+        print("acquired", flush=True)
+        sys.stdin.readline()
+        print("released", flush=True)
+    """
+)
+
+
+def start_holder(device, lock_dir, timeout_s=30.0):
+    env = {**os.environ, "PYTHONPATH": SRC}
+    env.pop("GITHUB_JOB", None)
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLDER, device, str(lock_dir), str(timeout_s)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
+def finish(proc, stdin_line="\n"):
+    out, err = proc.communicate(stdin_line, timeout=30)
+    return proc.returncode, out, err
+
+
+def test_second_process_waits_until_the_first_releases(tmp_path):
+    first = start_holder("cuda:0", tmp_path)
+    assert first.stdout.readline() == "acquired\n"
+    second = start_holder("cuda", tmp_path)  # "cuda" is the same GPU as "cuda:0"
+    # The second one announces it is waiting, naming the holder, and has not acquired.
+    waiting = second.stderr.readline()
+    assert waiting.startswith(f"waiting for cuda:0 (held by pid {first.pid} since 20")
+    assert waiting.endswith(")…\n")
+    first.stdin.write("\n")
+    first.stdin.flush()
+    assert first.stdout.readline() == "released\n"
+    code, out, _ = finish(second)
+    assert code == 0
+    assert out == "acquired\nreleased\n"
+    assert finish(first) == (0, "", "")
+
+
+def test_other_devices_do_not_wait(tmp_path):
+    gpu = start_holder("cuda:0", tmp_path)
+    assert gpu.stdout.readline() == "acquired\n"
+    other = start_holder("cuda:1", tmp_path, timeout_s=0)
+    cpu = start_holder("cpu", tmp_path, timeout_s=0)
+    assert finish(other) == (0, "acquired\nreleased\n", "")
+    assert finish(cpu) == (0, "acquired\nreleased\n", "")
+    assert finish(gpu)[0] == 0
+
+
+def test_timeout_raises_a_clear_error_in_another_process(tmp_path):
+    first = start_holder("cpu", tmp_path)
+    assert first.stdout.readline() == "acquired\n"
+    waiter = start_holder("cpu", tmp_path, timeout_s=0.3)
+    code, out, err = finish(waiter)
+    assert code != 0 and out == ""
+    assert f"waiting for cpu (held by pid {first.pid} since " in err
+    assert "speedstats.lock.DeviceBusyError: cpu: still locked by pid " in err
+    assert "raise the suite's lock_timeout_s to wait longer" in err
+    assert finish(first)[0] == 0
+
+
+def test_a_killed_holder_frees_the_device(tmp_path):
+    first = start_holder("cuda:0", tmp_path)
+    assert first.stdout.readline() == "acquired\n"
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    first.stdout.close()
+    first.stderr.close()
+    first.stdin.close()
+    with device_lock("cuda:0", timeout_s=0, lock_dir=tmp_path) as held:
+        assert held == [tmp_path / "cuda-0.lock"]
+        assert read_holder(held[0]).startswith(f"pid {os.getpid()} since ")
+
+
+def test_holder_record_is_written_while_held_and_cleared_after(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    monkeypatch.setenv("GITHUB_JOB", "speed")
+    with device_lock("cpu", timeout_s=0, lock_dir=tmp_path) as held:
+        assert read_holder(held[0]).endswith(", job o/r/42/speed")
+    assert (tmp_path / "cpu.lock").read_text() == ""
+    assert read_holder(tmp_path / "cpu.lock") is None
+
+
+def test_timeout_in_process_is_a_user_error_with_its_own_exit_code(tmp_path):
+    holder = start_holder("cpu", tmp_path)
+    assert holder.stdout.readline() == "acquired\n"
+    messages = []
+
+    class Stream:
+        def write(self, text):
+            messages.append(text)
+
+        def flush(self):
+            pass
+
+    with pytest.raises(DeviceBusyError) as caught:
+        with device_lock("cpu", timeout_s=0.2, lock_dir=tmp_path, stream=Stream()):
+            pass
+    assert isinstance(caught.value, UserError) and caught.value.exit_code == 4
+    assert str(caught.value).startswith(f"cpu: still locked by pid {holder.pid} since ")
+    assert "".join(messages).startswith(f"waiting for cpu (held by pid {holder.pid} since ")
+    assert finish(holder)[0] == 0
+
+
+def test_several_devices_are_all_held(tmp_path):
+    with device_lock(["cuda:1", "cuda:0"], timeout_s=0, lock_dir=tmp_path) as held:
+        assert held == [tmp_path / "cuda-0.lock", tmp_path / "cuda-1.lock"]
+        waiter = start_holder("cuda:1", tmp_path, timeout_s=0)
+        code, _, err = finish(waiter)
+        assert code != 0 and "cuda:1: still locked by pid" in err
+
+
+def test_lock_dir_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPEEDSTATS_LOCK_DIR", str(tmp_path / "shared"))
+    assert lock_path("CUDA:0") == tmp_path / "shared" / "cuda-0.lock"
+    monkeypatch.delenv("SPEEDSTATS_LOCK_DIR")
+    assert lock_path("cpu") == Path("/tmp/speedstats-locks/cpu.lock")
+    assert normalize_device("gpu") == "cuda:0"
+    with pytest.raises(UserError, match="device: empty device name"):
+        normalize_device(" ")
