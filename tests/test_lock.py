@@ -117,9 +117,9 @@ def test_timeout_in_process_is_a_user_error_with_its_own_exit_code(tmp_path):
         def flush(self):
             pass
 
-    with pytest.raises(DeviceBusyError) as caught:
-        with device_lock("cpu", timeout_s=0.2, lock_dir=tmp_path, stream=Stream()):
-            pass
+    with pytest.raises(DeviceBusyError) as caught, \
+            device_lock("cpu", timeout_s=0.2, lock_dir=tmp_path, stream=Stream()):
+        pass
     assert isinstance(caught.value, UserError) and caught.value.exit_code == 4
     assert str(caught.value).startswith(f"cpu: still locked by pid {holder.pid} since ")
     assert "".join(messages).startswith(f"waiting for cpu (held by pid {holder.pid} since ")
