@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The action's entrypoint: maps the INPUT_* variables the runner sets to `speedstats` commands.
+
+It stays a thin mapping; the commands do the work and write the step outputs themselves (run:
+verdict, score, results, comment-file; comment and docs-preview: comment-url). Run it outside a
+container the same way, with INPUT_* in the environment (`INPUT_COMMENT_MODE` is accepted for
+`INPUT_COMMENT-MODE`, which a shell cannot export). `--print` shows the commands without running them.
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard")
+
+# The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
+DEFAULTS = {
+    "command": "run-and-comment",
+    "token": "",
+    "suite": "",
+    "profile": "",
+    "device": "cuda",
+    "out": "speedstats-out",
+    "comment-mode": "update",
+    "body-file": "",
+    "pr": "",
+    "docs-base-url": "",
+    "job": "",
+    "label": "automerge",
+    "status": "failure",
+    "fail-on-regression": "true",
+    "lock-timeout": "",
+    "bundle": "",
+}
+
+# What the commands exit with (see `speedstats run --help`).
+EXIT_VERDICT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class InputError(Exception):
+    pass
+
+
+def read_inputs(env):
+    """Every input's value: INPUT_<NAME> as the runner spells it, else the underscore form, else the default."""
+    inputs = {}
+    for name, default in DEFAULTS.items():
+        value = None
+        for key in (f"INPUT_{name.upper()}", f"INPUT_{name.upper().replace('-', '_')}"):
+            if key in env:
+                value = env[key]
+                break
+        value = default if value is None else value.strip()
+        inputs[name] = value
+    if not inputs["job"]:
+        inputs["job"] = env.get("GITHUB_JOB", "")
+    return inputs
+
+
+def boolean(inputs, name):
+    value = inputs[name]
+    if value in ("true", "True", "TRUE"):
+        return True
+    if value in ("false", "False", "FALSE"):
+        return False
+    raise InputError(f"input '{name}': must be true or false, got {value!r}")
+
+
+def _optional(flag, value):
+    return [flag, value] if value else []
+
+
+def run_argv(inputs):
+    return (["run", "--device", inputs["device"], "--out", inputs["out"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--lock-timeout", inputs["lock-timeout"]) + _optional("--bundle", inputs["bundle"]))
+
+
+def comment_argv(inputs, body_file):
+    return ["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
+
+
+def plan(inputs):
+    """The speedstats commands (argv after 'speedstats') this step runs, in order."""
+    command = inputs["command"]
+    if command not in COMMANDS:
+        raise InputError(f"input 'command': must be one of {', '.join(COMMANDS)}, got {command!r}")
+    boolean(inputs, "fail-on-regression")
+    if command == "run":
+        return [run_argv(inputs)]
+    if command == "run-and-comment":
+        return [run_argv(inputs), comment_argv(inputs, str(Path(inputs["out"]) / "comment.md"))]
+    if command == "comment":
+        if not inputs["body-file"]:
+            raise InputError("input 'body-file': needed by command 'comment'")
+        return [comment_argv(inputs, inputs["body-file"])]
+    if command == "docs-preview":
+        if not inputs["docs-base-url"]:
+            raise InputError("input 'docs-base-url': needed by command 'docs-preview'")
+        return [["docs-preview", "--base-url", inputs["docs-base-url"], "--mode", inputs["comment-mode"]]
+                + _optional("--pr", inputs["pr"])]
+    if not inputs["job"]:
+        raise InputError("input 'job': needed by command 'automerge-guard'")
+    return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]
+            + _optional("--pr", inputs["pr"])]
+
+
+def speedstats(argv, env):
+    print("$ speedstats " + shlex.join(argv), file=sys.stderr, flush=True)
+    return subprocess.call([sys.executable, "-m", "speedstats", *argv], env=env)
+
+
+def main(args=None, env=None):
+    args = sys.argv[1:] if args is None else args
+    env = dict(os.environ if env is None else env)
+    try:
+        inputs = read_inputs(env)
+        steps = plan(inputs)
+        fail_on_regression = boolean(inputs, "fail-on-regression")
+    except InputError as exc:
+        print(f"speedstats: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args == ["--print"]:
+        for argv in steps:
+            print("speedstats " + shlex.join(argv))
+        return 0
+    if args:
+        print(f"speedstats: error: entrypoint arguments: only --print is known, got {shlex.join(args)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if inputs["token"]:
+        env["GITHUB_TOKEN"] = inputs["token"]
+
+    if inputs["command"] != "run-and-comment":
+        code = speedstats(steps[0], env)
+        if code == EXIT_VERDICT_FAILED and inputs["command"] == "run" and not fail_on_regression:
+            return 0
+        return code
+
+    out = Path(inputs["out"])
+    for stale in (out / "comment.md", out / "results.json"):  # a self-hosted workspace keeps old files
+        if stale.is_file():
+            stale.unlink()
+    run_code = speedstats(steps[0], env)
+    if (out / "comment.md").is_file():
+        comment_code = speedstats(steps[1], env)
+    else:
+        print(f"speedstats: the run wrote no {out / 'comment.md'}; nothing to post", file=sys.stderr)
+        comment_code = 0
+    if run_code == EXIT_VERDICT_FAILED and not fail_on_regression:
+        run_code = 0
+    return run_code or comment_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The action's image installs exactly what the tests run with: the Dockerfile's pip steps are
+scripts/bootstrap.sh's, under constraints.txt, and every pin agrees with the lock."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_TEST_TOOLS = "requirements/test.txt"  # pytest and ruff: the image runs no tests
+
+
+def dockerfile_instructions(text):
+    """(INSTRUCTION, argument) pairs, with continuation lines joined and comments dropped."""
+    instructions, current = [], ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if current and stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            current += stripped[:-1] + " "
+            continue
+        current += stripped
+        keyword, _, argument = current.partition(" ")
+        instructions.append((keyword.upper(), argument.strip()))
+        current = ""
+    assert not current, "the Dockerfile ends inside a continued line"
+    return instructions
+
+
+def split_commands(shell):
+    """The simple commands of a `a && b && c` RUN line, each as a word list."""
+    return [shlex.split(part) for part in re.split(r"\s*&&\s*", shell) if part.strip()]
+
+
+def pip_steps_of_dockerfile(instructions):
+    steps = []
+    for keyword, argument in instructions:
+        if keyword != "RUN":
+            continue
+        for words in split_commands(argument):
+            if words[:2] == ["pip", "install"]:
+                steps.append(words[2:])
+            else:
+                assert "pip" not in words, f"pip run another way than `pip install`: {words}"
+    return steps
+
+
+def pip_steps_of_bootstrap(text):
+    variables = dict(re.findall(r"^([A-Z_]+)=([^\s$]+)$", text, re.M))
+    base = re.search(r'^pip=\("\$VENV/bin/python" -m pip install (.*)\)$', text, re.M)
+    assert base, "scripts/bootstrap.sh no longer defines its pip=(...) command"
+    steps = []
+    for line in text.splitlines():
+        if line.startswith('"${pip[@]}" '):
+            expanded = re.sub(r"\$([A-Z_]+)", lambda m: variables[m.group(1)], line[len('"${pip[@]}" '):])
+            steps.append(shlex.split(base.group(1)) + shlex.split(expanded))
+    return steps
+
+
+def normalized(args):
+    """A pip step as (options, -c files, -r files, specs), ignoring output-only flags."""
+    options, constraints, requirements, specs = [], [], [], []
+    words = iter(args)
+    for word in words:
+        if word in ("--quiet", "-q", "--disable-pip-version-check"):
+            continue
+        if word == "-c":
+            constraints.append(next(words))
+        elif word == "-r":
+            requirements.append(next(words))
+        elif word == "-e":
+            specs.append("-e " + next(words))
+        elif word.startswith("-"):
+            options.append(word)
+        else:
+            specs.append(word)
+    requirements = [r for r in requirements if r != NO_TEST_TOOLS]
+    return sorted(options), constraints, sorted(requirements), specs
+
+
+def read_pins(path):
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        assert sep, f"{path}: {line!r} is not pinned with =="
+        pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+@pytest.fixture(scope="module")
+def instructions():
+    return dockerfile_instructions((ROOT / "Dockerfile").read_text())
+
+
+@pytest.fixture(scope="module")
+def lock():
+    pins = read_pins(ROOT / "constraints.txt")
+    assert pins, "constraints.txt is empty"
+    return pins
+
+
+def test_base_image_is_a_pinned_cuda_11_7_runtime(instructions):
+    images = [argument for keyword, argument in instructions if keyword == "FROM"]
+    assert len(images) == 1
+    match = re.fullmatch(r"nvidia/cuda:(\d+\.\d+)\.\d+-cudnn\d+-runtime-ubuntu22\.04", images[0])
+    assert match, images[0]
+    # OneFlow 0.9.0 is a CUDA 11.7 build (requirements/bench.txt says so next to its pin).
+    assert match.group(1) == "11.7"
+    assert "OneFlow 0.9.0 is a CUDA 11.7 build" in (ROOT / "requirements/bench.txt").read_text()
+
+
+def test_python_is_the_3_10_that_bootstrap_requires(instructions):
+    runs = " ".join(argument for keyword, argument in instructions if keyword == "RUN")
+    assert "apt-get install -y --no-install-recommends python3.10 python3.10-venv" in runs
+    assert "python3.10 -m venv /opt/venv" in runs
+    assert "sys.version_info[:2] == (3, 10)" in (ROOT / "scripts/bootstrap.sh").read_text()
+
+
+def test_pip_steps_are_bootstraps_in_the_same_order(instructions):
+    dockerfile = [normalized(step) for step in pip_steps_of_dockerfile(instructions)]
+    bootstrap = [normalized(step) for step in pip_steps_of_bootstrap((ROOT / "scripts/bootstrap.sh").read_text())]
+    assert len(bootstrap) >= 4
+    assert dockerfile == bootstrap
+
+
+def test_every_pip_step_is_under_the_lock(instructions):
+    for step in pip_steps_of_dockerfile(instructions):
+        assert normalized(step)[1] == ["constraints.txt"], step
+
+
+def test_every_inline_pin_matches_the_lock_or_bootstrap(instructions, lock):
+    bootstrap = (ROOT / "scripts/bootstrap.sh").read_text()
+    for step in pip_steps_of_dockerfile(instructions):
+        for spec in normalized(step)[3]:
+            name, sep, version = spec.partition("==")
+            if spec.startswith("-e "):
+                continue
+            if not sep:  # a range like setuptools<70 or a bare name: as bootstrap.sh gives it
+                assert f'"{spec}"' in bootstrap or f" {spec}" in bootstrap, spec
+            elif name.lower() in lock:
+                assert lock[name.lower()] == version, f"{spec} but constraints.txt has {lock[name.lower()]}"
+            else:  # setuptools and wheel are not in pip freeze's lock
+                assert f"{name.upper()}_VERSION={version}" in bootstrap, spec
+
+
+def test_requirement_files_pin_what_the_lock_pins(instructions, lock):
+    used = {r for step in pip_steps_of_dockerfile(instructions) for r in normalized(step)[2]}
+    assert used == {"requirements/light.txt", "requirements/bench.txt"}
+    for path in sorted(used | {NO_TEST_TOOLS}):
+        for name, version in read_pins(ROOT / path).items():
+            assert lock.get(name) == version, f"{path}: {name}=={version}, constraints.txt: {lock.get(name)}"
+
+
+def test_files_are_copied_before_pip_reads_them(instructions):
+    copied = []
+    for keyword, argument in instructions:
+        if keyword == "COPY":
+            copied.extend(shlex.split(argument)[:-1])
+        if keyword == "RUN":
+            for words in split_commands(argument):
+                if words[:2] != ["pip", "install"]:
+                    continue
+                _, constraints, requirements, specs = normalized(words[2:])
+                for path in constraints + requirements + [s[3:] for s in specs if s.startswith("-e ")]:
+                    assert any(path == c or path.startswith(c.rstrip("/") + "/") or c == "." for c in copied), \
+                        f"{path} is used before it is copied"
+
+
+def test_entrypoint_is_the_projects_and_the_context_keeps_what_install_needs(instructions):
+    entrypoints = [argument for keyword, argument in instructions if keyword == "ENTRYPOINT"]
+    assert entrypoints == ['["/opt/venv/bin/python", "/opt/speedstats/docker/entrypoint.py"]']
+    assert ("WORKDIR", "/opt/speedstats") in instructions
+    assert (ROOT / "docker/entrypoint.py").is_file()
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    # pip install -e . reads pyproject.toml and its readme; the entrypoint, templates and suites run.
+    for needed in ("pyproject.toml", "README.md", "src", "templates", "suites", "docker", "constraints.txt",
+                   "requirements"):
+        assert needed not in ignored and (ROOT / needed).exists(), needed
+    assert {".git", ".venv"} <= ignored
