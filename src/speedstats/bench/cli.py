@@ -1,5 +1,110 @@
-"""Placeholder: commands registered here are added by their own change."""
+"""`speedstats run`: run the suite, write results.json and comment.md, print the comment."""
+
+import os
+import sys
+from pathlib import Path
+
+from speedstats.errors import UserError
+
+EXIT_CASE_FAILED = 3
 
 
 def register(subparsers):
-    pass
+    p = subparsers.add_parser(
+        "run",
+        help="run the benchmark suite with OneFlow and PyTorch",
+        description="Run every case of the suite with both frameworks, write OUT/results.json and "
+        "OUT/comment.md, and print the comment. Exit 0 when the verdict passes, 1 when it fails, "
+        "2 on bad input, 3 when a case produced no figures.",
+    )
+    p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
+    p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
+                   help="where to run; auto picks cuda when NVML sees a GPU (default: auto)")
+    p.add_argument("--out", metavar="DIR", default="speedstats-out", help="output folder (default: %(default)s)")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="where the generated dataset is kept (default: .cache/speedstats)")
+    p.add_argument("--templates", metavar="DIR", help="template folder overriding the built-in one")
+    p.add_argument("--rounds", type=int, metavar="N", help="timed rounds per case (overrides the suite)")
+    p.add_argument("--bundle", metavar="DIR", help="also write a results bundle for actions/upload-artifact")
+    p.add_argument("--history", metavar="FILE", help="append this run to a JSON Lines history file")
+    p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
+                   help="how long to wait for another run on the same device (default: the suite's)")
+    p.add_argument("--quiet", action="store_true", help="do not print the comment on stdout")
+    p.set_defaults(func=run_command)
+
+
+def resolve_device(device):
+    if device != "auto":
+        return device
+    from speedstats.gpuinfo import nvml_gpu_name
+
+    return "cuda" if nvml_gpu_name(0) else "cpu"
+
+
+def run_command(args):
+    from speedstats.bench.dataset import ensure_imagefolder
+    from speedstats.bench.runner import SuiteRunner
+    from speedstats.gpuinfo import device_name
+    from speedstats.lock import device_lock
+    from speedstats.suite import load_suite
+
+    suite = load_suite(args.suite, args.profile)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise UserError(f"--rounds: must be at least 1, got {args.rounds}")
+        for case in suite.cases:
+            case.rounds = args.rounds
+    device = resolve_device(args.device)
+    out = Path(args.out)
+    cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
+    progress = _progress
+    lock_timeout = suite.lock_timeout_s if args.lock_timeout is None else args.lock_timeout
+    progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
+    with device_lock(device, lock_timeout):
+        dataset_dir = None
+        if any(c.kind == "swin_dataloader" for c in suite.cases):
+            progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
+            dataset_dir = ensure_imagefolder(Path(suite.dataset.cache_dir or cache), suite.dataset, progress)
+        runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
+                             gpu_name=device_name(device))
+        results = runner.run()
+    return report(results, suite, out, args)
+
+
+def report(results, suite, out, args):
+    """Render, write comment.md, set the Action's outputs, bundle and history; the exit status."""
+    from speedstats.actions_io import set_output
+    from speedstats.fsutil import write_atomic
+    from speedstats.render import render_speed_stats
+
+    rendered = render_speed_stats(results, suite, templates_dir=args.templates)
+    comment_path = out / "comment.md"
+    write_atomic(comment_path, rendered.body)
+    if not args.quiet:
+        sys.stdout.write(rendered.body + "\n")
+        sys.stdout.flush()
+    results_path = out / "results.json"
+    set_output("verdict", "pass" if rendered.passed else "fail")
+    set_output("score", str(rendered.score))
+    set_output("results", str(results_path))
+    set_output("comment-file", str(comment_path))
+    if args.bundle:
+        from speedstats.bundle import write_bundle_from_env
+
+        write_bundle_from_env(args.bundle, results_path.read_text(encoding="utf-8"), rendered.body)
+    if args.history:
+        from speedstats.analysis.history import append_history
+
+        append_history(args.history, results, commit=os.environ.get("GITHUB_SHA"))
+    failed = [c.id for c in results.cases if c.failure]
+    _progress(f"speedstats: wrote {results_path} and {comment_path}; score {rendered.score}, "
+              f"verdict {'pass' if rendered.passed else 'fail'}"
+              + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
+    if failed:
+        return EXIT_CASE_FAILED
+    return 0 if rendered.passed else 1
+
+
+def _progress(message):
+    print(message, file=sys.stderr, flush=True)

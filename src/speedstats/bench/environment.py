@@ -1,0 +1,52 @@
+"""The environment of a framework's subprocess, and the versions a run reports.
+
+OneFlow 0.9.0 is a CUDA 11.7 build that dlopens cuDNN 8 and cuBLAS 11; they come from the PyPI
+packages nvidia-cudnn-cu11 and nvidia-cublas-cu11, whose lib/ folders must be on LD_LIBRARY_PATH
+before the process starts. Nothing here imports torch or oneflow.
+"""
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+from pathlib import Path
+
+import speedstats
+
+VERSIONED_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
+_CU11_LIBRARIES = ("cudnn", "cublas")
+
+
+def nvidia_library_dirs():
+    """lib/ folders of the pip-installed NVIDIA cu11 libraries that OneFlow needs."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    dirs = []
+    for root in spec.submodule_search_locations:
+        for name in _CU11_LIBRARIES:
+            lib = Path(root) / name / "lib"
+            if lib.is_dir() and str(lib) not in dirs:
+                dirs.append(str(lib))
+    return dirs
+
+
+def subprocess_env(framework, base=None):
+    env = dict(os.environ if base is None else base)
+    src = str(Path(speedstats.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if framework == "oneflow":
+        extra = nvidia_library_dirs()
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(extra + [p for p in [env.get("LD_LIBRARY_PATH")] if p])
+    return env
+
+
+def package_versions():
+    versions = {"python": platform.python_version(), "speedstats": speedstats.__version__}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
