@@ -1,5 +1,82 @@
-"""Placeholder: commands registered here are added by their own change."""
+"""`speedstats render` and `speedstats parse`.
+
+render prints the Speed stats comment body exactly as it is posted: no newline is added at the end,
+since GitHub takes the body as is (a shell that wants one can `echo` after it). It exits 1 when the
+verdict fails, so a workflow step can fail on it, with the reasons on stderr.
+"""
+
+import sys
+
+from speedstats import results as results_model
+from speedstats.fsutil import read_text, write_atomic
+from speedstats.parse import UNKNOWN_GPU, parse_speed_stats
+from speedstats.render import render_speed_stats, write_stdout
+from speedstats.suite import builtin_profiles, load_suite
+
+
+def suite_for(results, suite_path=None, profile=None):
+    """The suite to judge results by: a file or profile if given, else the results' own profile."""
+    if suite_path is None and profile is None:
+        profile = results.suite if results.suite in builtin_profiles() else "default"
+    return load_suite(suite_path, profile)
+
+
+def render_command(args):
+    results = results_model.load(args.results)
+    suite = suite_for(results, args.suite, args.profile)
+    rendered = render_speed_stats(results, suite, templates_dir=args.templates)
+    if args.out:
+        write_atomic(args.out, rendered.body)
+    else:
+        write_stdout(rendered.body)
+    if not rendered.passed:
+        print(f"speedstats: verdict: failed (score {rendered.score})", file=sys.stderr)
+        for reason in rendered.reasons:
+            print(f"speedstats:   {reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def parse_command(args):
+    where = "stdin" if args.input == "-" else args.input
+    text = read_text(args.input, "Speed stats file")
+    results = parse_speed_stats(text, where=where, block=args.block, gpu_name=args.gpu_name)
+    if args.out:
+        write_atomic(args.out, results.to_json())
+    else:
+        write_stdout(results.to_json())
+    return 0
 
 
 def register(subparsers):
-    pass
+    render = subparsers.add_parser(
+        "render",
+        help="print the Speed stats comment body for a results file",
+        description="Print the Speed stats comment body for RESULTS.json, judged by the suite's "
+        "thresholds. Exit 0 when the verdict passes, 1 when it fails, 2 on bad input.",
+    )
+    render.add_argument("results", metavar="RESULTS.json", help="results of a run (speedstats run, or parse)")
+    render.add_argument("--suite", metavar="FILE", help="suite file with the thresholds")
+    render.add_argument(
+        "--profile", metavar="NAME",
+        help="built-in suite (default: the results' suite when built in, else 'default'); "
+        "with --suite, the profile the file extends",
+    )
+    render.add_argument("--templates", metavar="DIR", help="folder of templates that replace the built-in ones")
+    render.add_argument("--out", metavar="FILE", help="write the body to FILE instead of stdout")
+    render.set_defaults(func=render_command)
+
+    parse = subparsers.add_parser(
+        "parse",
+        help="read a Speed stats comment or the old bot's log back into results JSON",
+        description="Read a Speed stats comment body, its text as GitHub shows it, or the old bot's raw "
+        "log, and write results JSON that 'render' accepts. Marks are ignored; render recomputes them.",
+    )
+    parse.add_argument("input", nargs="?", default="-", metavar="FILE", help="input file, or - for stdin (default)")
+    parse.add_argument("--out", metavar="FILE", help="write the results JSON to FILE instead of stdout")
+    parse.add_argument("--block", type=int, metavar="N", help="the N-th Speed stats block when there are several")
+    parse.add_argument(
+        "--gpu-name", default=UNKNOWN_GPU, metavar="NAME",
+        help=f"GPU name for a block without a GPU line (default: {UNKNOWN_GPU})",
+    )
+    parse.set_defaults(func=parse_command)

@@ -1,0 +1,185 @@
+"""The comments the bot posts, rendered from Jinja templates.
+
+Templates come from the project's `templates/` folder; a user folder given as `templates_dir` is
+searched first, so it may replace any one template (e.g. only `speed_stats_macros.md.j2`) and keep
+the others. Templates run with StrictUndefined (a misspelt variable fails), keep_trailing_newline
+and no autoescaping (the output is markdown, not HTML). An error raised from a template becomes a
+UserError naming the template file and line. No framework is imported here.
+"""
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import jinja2
+
+from speedstats import verdict as verdicts
+from speedstats.errors import UserError
+from speedstats.resources import templates_dir as builtin_templates_dir
+
+SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
+DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
+AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
+
+
+@dataclass
+class Rendered:
+    body: str
+    score: int
+    passed: bool
+    cases: List[verdicts.CaseVerdict]
+    reasons: List[str] = field(default_factory=list)  # why the verdict failed, one line each
+
+
+@dataclass
+class FrameworkView:
+    per_iter_s: Optional[float]
+    total_s: Optional[float]
+    times: Optional[int]
+    per_iter_ms: Optional[float]
+    total_ms: Optional[float]
+
+
+@dataclass
+class CaseView:
+    """What a case macro sees: the case's figures, its marks and, for a failed case, its error."""
+
+    id: str
+    kind: str
+    batch_size: int
+    times: int
+    input_shape: Optional[List[int]]
+    num_workers: Optional[int]
+    ddp: bool
+    world_size: int
+    oneflow: Optional[FrameworkView]
+    pytorch: Optional[FrameworkView]
+    relative_speed: Optional[float]
+    marks: Dict[str, str]
+    score: int
+    failure: Optional[str]
+
+
+def environment(templates_dir=None):
+    """A Jinja environment over the user's template folder (if any), then the built-in one."""
+    folders = [builtin_templates_dir()]
+    if templates_dir is not None:
+        path = Path(templates_dir)
+        if not path.is_dir():
+            raise UserError(f"{templates_dir}: template folder not found")
+        folders.insert(0, path)
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(f)) for f in folders])
+    return jinja2.Environment(
+        loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+
+
+def _template_frames(exc):
+    """'file:line' of each template frame of a rendering error, innermost first."""
+    if isinstance(exc, jinja2.TemplateSyntaxError) and exc.filename:
+        return [f"{exc.filename}:{exc.lineno}"]
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        if "__jinja_exception__" in tb.tb_frame.f_globals:  # a frame jinja points at template source
+            frames.insert(0, f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}")
+        tb = tb.tb_next
+    return list(dict.fromkeys(frames))
+
+
+def render_template(name, context, templates_dir=None):
+    """Render one template to text; template errors become UserErrors naming file and line."""
+    env = environment(templates_dir)
+    try:
+        return env.get_template(name).render(**context)
+    except UserError:
+        raise
+    except Exception as exc:  # a user's template may fail in any way; say where
+        frames = _template_frames(exc)
+        if isinstance(exc, jinja2.TemplateNotFound):
+            folder = templates_dir if templates_dir is not None else builtin_templates_dir()
+            message = f"template {exc.name!r} not found in {folder}"
+        elif frames:
+            detail = exc.message if isinstance(exc, jinja2.TemplateError) and exc.message else str(exc)
+            message = f"{type(exc).__name__}: {verdicts.one_line(detail)}"
+        else:
+            raise
+        # A misspelt argument fails in the macro that uses it, so its callers are named too.
+        where = f"{frames[0]}: " if frames else ""
+        callers = f" (called from {', '.join(frames[1:])})" if len(frames) > 1 else ""
+        raise UserError(f"{where}{message}{callers}") from None
+
+
+def _framework_view(fw):
+    if fw is None:
+        return None
+
+    def scaled(value):
+        return None if value is None else value * 1000
+
+    return FrameworkView(
+        per_iter_s=fw.per_iter_s,
+        total_s=fw.total_s,
+        times=fw.times,
+        per_iter_ms=scaled(fw.per_iter_s),
+        total_ms=scaled(fw.total_s),
+    )
+
+
+def case_view(case, case_verdict):
+    return CaseView(
+        id=case.id,
+        kind=case.kind,
+        batch_size=case.batch_size,
+        times=case.times,
+        input_shape=case.input_shape,
+        num_workers=case.num_workers,
+        ddp=case.ddp,
+        world_size=case.world_size,
+        oneflow=_framework_view(case.frameworks.get("oneflow")),
+        pytorch=_framework_view(case.frameworks.get("pytorch")),
+        relative_speed=case.relative_speed,
+        marks=dict(case_verdict.marks),
+        score=case_verdict.score,
+        failure=case_verdict.failure,
+    )
+
+
+def render_speed_stats(results, suite, templates_dir=None):
+    """The Speed stats comment body for results judged against suite (None: no thresholds)."""
+    verdict = verdicts.judge(results, suite)
+    context = {
+        "gpu_name": results.gpu_name,
+        "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
+        "error": verdict.error,
+        "passed": verdict.passed,
+        "score": verdict.score,
+        "results": results,
+        "suite": suite,
+        "pass_mark": verdicts.PASS_MARK,
+        "fail_mark": verdicts.FAIL_MARK,
+    }
+    body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
+    return Rendered(
+        body=body, score=verdict.score, passed=verdict.passed, cases=verdict.cases, reasons=verdict.reasons
+    )
+
+
+def render_docs_preview(base_url, owner, repo, number, templates_dir=None):
+    context = {"base_url": str(base_url).rstrip("/"), "owner": owner, "repo": repo, "number": number}
+    return render_template(DOCS_PREVIEW_TEMPLATE, context, templates_dir)
+
+
+def render_automerge_removed(job, label="automerge", templates_dir=None):
+    return render_template(AUTOMERGE_REMOVED_TEMPLATE, {"job": job, "label": label}, templates_dir)
+
+
+def write_stdout(text):
+    """Write text to stdout as UTF-8 whatever the locale, without adding a newline."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        stream.write(text.encode("utf-8"))
+    sys.stdout.flush()

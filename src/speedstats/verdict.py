@@ -1,0 +1,119 @@
+"""The Speed stats verdict: marks per line and the job's score, from the suite's thresholds.
+
+A case is matched to the suite by id; a case the suite does not know gets no marks. A ResNet50
+case is judged on its relative speed (PyTorch time over OneFlow time, must be at least
+`min_relative_speed`; a miss scores 1) and, where the suite has a millisecond threshold for the GPU,
+on OneFlow's time per iteration (must be at most the threshold; a miss scores 2). Both are compared
+as numbers, at the precision the comment prints them, so the mark agrees with the figure a reader
+sees (0.99 printed against 0.99 passes). A case that produced no figure scores 2. The job fails at a
+total score of 2 or more, and when the run failed or produced no case. Dataloader cases and the
+PyTorch line are never marked.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from speedstats.errors import UserError
+
+PASS_MARK = "\u2714\ufe0f "  # heavy check mark, emoji presentation, space
+FAIL_MARK = "\u274c "  # cross mark, space
+RELATIVE_SPEED_SCORE = 1
+MS_THRESHOLD_SCORE = 2
+FAILED_CASE_SCORE = 2
+FAILING_SCORE = 2  # the job fails when the scores add up to this or more
+RELATIVE_SPEED_DIGITS = 2  # as the comment prints a ResNet50 relative speed
+MS_DIGITS = 1  # as the comment prints milliseconds
+ERROR_TEXT_LIMIT = 300
+JUDGED_KINDS = ("resnet50",)
+
+
+@dataclass
+class CaseVerdict:
+    id: str
+    marks: Dict[str, str] = field(default_factory=lambda: {"oneflow": "", "pytorch": "", "relative": ""})
+    score: int = 0
+    failure: Optional[str] = None  # the case's error on one line, shortened
+    reasons: List[str] = field(default_factory=list)  # one per failed check
+
+
+@dataclass
+class Verdict:
+    score: int
+    passed: bool
+    cases: List[CaseVerdict]
+    error: Optional[str] = None  # the run-level error on one line, shortened
+    reasons: List[str] = field(default_factory=list)
+
+
+def one_line(text, limit=ERROR_TEXT_LIMIT):
+    """The text with its whitespace collapsed to single spaces, cut to `limit` characters."""
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "\u2026"
+    return text
+
+
+def as_printed(value, digits):
+    return float(f"{value:.{digits}f}")
+
+
+def _check_spec(case, spec, suite_name):
+    if spec.kind != case.kind:
+        raise UserError(
+            f"suite {suite_name!r}: case {case.id!r} is {spec.kind} in the suite but {case.kind} in the results"
+        )
+    if spec.kind not in JUDGED_KINDS and (spec.min_relative_speed is not None or spec.max_oneflow_ms):
+        raise UserError(f"suite {suite_name!r}: case {case.id!r}: {spec.kind} cases take no thresholds")
+
+
+def judge_case(case, spec, gpu_name, suite_name="suite"):
+    """The marks and score of one case; spec is the suite's CaseSpec for it, or None."""
+    verdict = CaseVerdict(id=case.id)
+    if case.failure:
+        verdict.failure = one_line(case.failure)
+        verdict.score = FAILED_CASE_SCORE
+        verdict.reasons.append(f"{case.id}: failed: {verdict.failure}")
+        return verdict
+    if spec is None:
+        return verdict
+    _check_spec(case, spec, suite_name)
+    if spec.min_relative_speed is not None:
+        relative = as_printed(case.relative_speed, RELATIVE_SPEED_DIGITS)
+        if relative >= spec.min_relative_speed:
+            verdict.marks["relative"] = PASS_MARK
+        else:
+            verdict.marks["relative"] = FAIL_MARK
+            verdict.score += RELATIVE_SPEED_SCORE
+            verdict.reasons.append(
+                f"{case.id}: relative speed {relative:.{RELATIVE_SPEED_DIGITS}f} is below {spec.min_relative_speed}"
+            )
+    ms_threshold = spec.ms_threshold(gpu_name)
+    if ms_threshold is not None:
+        oneflow_ms = as_printed(case.frameworks["oneflow"].per_iter_s * 1000, MS_DIGITS)
+        if oneflow_ms <= ms_threshold:
+            verdict.marks["oneflow"] = PASS_MARK
+        else:
+            verdict.marks["oneflow"] = FAIL_MARK
+            verdict.score += MS_THRESHOLD_SCORE
+            verdict.reasons.append(
+                f"{case.id}: OneFlow {oneflow_ms:.{MS_DIGITS}f}ms is above {ms_threshold}ms on {gpu_name}"
+            )
+    return verdict
+
+
+def judge(results, suite):
+    """The verdict of a whole results file against a suite."""
+    cases = []
+    for case in results.cases:
+        spec = suite.case(case.id) if suite is not None else None
+        cases.append(judge_case(case, spec, results.gpu_name, suite.name if suite is not None else "suite"))
+    score = sum(c.score for c in cases)
+    reasons = [r for c in cases for r in c.reasons]
+    error = one_line(results.error) if results.error else None
+    if error:
+        reasons.append(f"the speed job failed: {error}")
+    elif not results.cases:
+        reasons.append("the speed job produced no results")
+    if error or not results.cases:
+        score += FAILED_CASE_SCORE
+    return Verdict(score=score, passed=score < FAILING_SCORE, cases=cases, error=error, reasons=reasons)
