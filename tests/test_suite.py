@@ -1,0 +1,90 @@
+"""Suite files: the built-in profiles, user overrides, and one-line errors."""
+
+import pytest
+
+from speedstats.errors import UserError
+from speedstats.suite import load_suite
+
+ANCHOR_ORDER = [
+    "resnet50-bs16", "resnet50-bs8", "resnet50-bs4", "resnet50-bs2", "resnet50-bs1",
+    "swin-dataloader-w1", "swin-dataloader-w4", "swin-dataloader-w8",
+    "resnet50-ddp-bs16", "resnet50-ddp-bs8", "resnet50-ddp-bs4", "resnet50-ddp-bs2", "resnet50-ddp-bs1",
+]
+
+
+def test_default_suite_is_the_anchor_suite_with_its_thresholds():
+    suite = load_suite()
+    assert [c.id for c in suite.cases] == ANCHOR_ORDER
+    by_id = {c.id: c for c in suite.cases}
+    relative = {16: 1.05, 8: 1.04, 4: 1.01, 2: 0.99, 1: 0.95}
+    relative_ddp = {16: 1.12, 8: 1.10, 4: 1.18, 2: 1.18, 1: 1.15}
+    for bs in (16, 8, 4, 2, 1):
+        single, ddp = by_id[f"resnet50-bs{bs}"], by_id[f"resnet50-ddp-bs{bs}"]
+        assert single.input_shape == ddp.input_shape == [bs, 3, 224, 224]
+        assert single.times == ddp.times == (100 if bs >= 8 else 200)
+        assert single.warmup == ddp.warmup == 5
+        assert single.min_relative_speed == relative[bs] and ddp.min_relative_speed == relative_ddp[bs]
+        assert not single.ddp and single.world_size == 1 and ddp.ddp and ddp.world_size == 2
+    assert by_id["resnet50-bs16"].ms_threshold("NVIDIA GeForce RTX 3080 Ti") == 129.0
+    assert by_id["resnet50-ddp-bs16"].ms_threshold("anything") == 136.3
+    assert by_id["resnet50-bs8"].ms_threshold("anything") is None
+    for w in (1, 4, 8):
+        loader = by_id[f"swin-dataloader-w{w}"]
+        assert (loader.batch_size, loader.num_workers, loader.times, loader.input_size) == (32, w, 200, 224)
+        assert loader.min_relative_speed is None and loader.max_oneflow_ms == {}
+
+
+def test_smoke_profile_has_every_case_kind_and_thresholds_of_its_own():
+    suite = load_suite(profile="smoke")
+    kinds = {(c.kind, c.ddp) for c in suite.cases}
+    assert kinds == {("resnet50", False), ("resnet50", True), ("swin_dataloader", False)}
+    assert {c.num_workers for c in suite.cases if c.kind == "swin_dataloader"} <= {0, 1, 2}
+    assert all(c.world_size == 2 for c in suite.cases if c.ddp)
+    assert all(c.min_relative_speed is not None and c.min_relative_speed < 0.5
+               for c in suite.cases if c.kind == "resnet50")
+
+
+def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
+    path = tmp_path / "mine.yml"
+    path.write_text(
+        "extends: default\n"
+        "rounds: 5\n"
+        "cases:\n"
+        "  - id: resnet50-bs16\n"
+        "    times: 50\n"
+        "    max_oneflow_ms: {NVIDIA GeForce RTX 3080 Ti: 45.0}\n"
+        "  - {id: swin-dataloader-w8, skip: true}\n"
+        "  - {id: resnet50-bs32, kind: resnet50, batch_size: 32, times: 50}\n"
+    )
+    suite = load_suite(path)
+    ids = [c.id for c in suite.cases]
+    assert "swin-dataloader-w8" not in ids and ids[-1] == "resnet50-bs32" and len(ids) == 13
+    first = suite.case("resnet50-bs16")
+    assert first.times == 50 and first.min_relative_speed == 1.05 and first.rounds == 5
+    assert first.ms_threshold("NVIDIA GeForce RTX 3080 Ti") == 45.0
+    assert first.ms_threshold("NVIDIA A100") == 129.0  # the default survives a per-GPU addition
+
+
+@pytest.mark.parametrize("text, message", [
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, min_relative_speed: fast}\n",
+     "cases[0] (resnet50-bs16): field 'min_relative_speed' must be a number, got 'fast'"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, max_oneflow_ms: {default: '129.0'}}\n",
+     "cases[0] (resnet50-bs16): field 'max_oneflow_ms.default' must be a number, got '129.0'"),
+    ("cases:\n  - {id: a, kind: resnet50, batch_size: 0, times: 1}\n",
+     "cases[0] (a): field 'batch_size' must be at least 1, got 0"),
+    ("cases:\n  - {id: a, kind: transformer, batch_size: 1, times: 1}\n",
+     "cases[0] (a): field 'kind' must be one of resnet50, swin_dataloader, got 'transformer'"),
+    ("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1, tiems: 3}\n",
+     "cases[0] (a): unknown field 'tiems'"),
+    ("extends: nightly\n", "unknown profile 'nightly' (built-in: default, smoke)"),
+    ("cases: [\n", "not valid YAML at line 2"),
+])
+def test_bad_suite_names_the_file_and_field(tmp_path, text, message):
+    path = tmp_path / "suite.yml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        load_suite(path)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+    if "profile" not in message:
+        assert str(err.value).startswith(str(path))
