@@ -1,0 +1,144 @@
+"""The benchmark engine with real OneFlow and real PyTorch on tiny inputs (CPU)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from speedstats import results as results_model
+from speedstats.bench.environment import subprocess_env
+
+pytestmark = pytest.mark.heavy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# One case of each kind, a case that cannot finish in its timeout, and a shape PyTorch rejects
+# (batch norm over a 1x1 map with batch 1). They run in this order.
+TINY_SUITE = """\
+name: tiny
+warmup: 1
+timeout_s: 240
+dataset: {images: 24, classes: 2, min_side: 64, max_side: 96}
+cases:
+  - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 32, times: 1, min_relative_speed: 0.01}
+  - {id: never-ready, kind: resnet50, batch_size: 2, image_size: 32, times: 1, timeout_s: 1}
+  - {id: resnet50-ddp-bs2, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: 1}
+  - {id: impossible-shape, kind: resnet50, batch_size: 1, image_size: 16, times: 1}
+  - {id: swin-dataloader-w1, kind: swin_dataloader, batch_size: 4, num_workers: 1, input_size: 64, times: 3}
+"""
+
+
+def speedstats(*args, env=None, cwd=None):
+    full_env = dict(os.environ if env is None else env)
+    full_env["PYTHONPATH"] = str(ROOT / "src")
+    return subprocess.run([sys.executable, "-m", "speedstats", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tiny")
+    suite = tmp / "tiny.yml"
+    suite.write_text(TINY_SUITE)
+    out = tmp / "out"
+    env = dict(os.environ, SPEEDSTATS_LOCK_DIR=str(tmp / "locks"))
+    env.pop("GITHUB_OUTPUT", None)
+    proc = speedstats("run", "--suite", str(suite), "--device", "cpu", "--out", str(out),
+                      "--cache-dir", str(tmp / "cache"), env=env)
+    raw = json.loads((out / "results.json").read_text())
+    return proc, out, raw, results_model.results_from_dict(raw)
+
+
+def case(results, case_id):
+    return next(c for c in results.cases if c.id == case_id)
+
+
+def test_every_case_kind_gets_real_figures_from_both_frameworks(tiny_run):
+    _, _, _, results = tiny_run
+    for case_id in ("resnet50-bs2", "resnet50-ddp-bs2", "swin-dataloader-w1"):
+        record = case(results, case_id)
+        assert record.failure is None, (case_id, record.failure)
+        for name in ("oneflow", "pytorch"):
+            fw = record.frameworks[name]
+            assert fw.total_s > 0 and fw.per_iter_s == pytest.approx(fw.total_s / fw.times)
+            assert fw.times == record.times and len(fw.rounds_s) == 1
+            assert fw.memory_kind == "rss" and fw.peak_memory_bytes > 50 * 2**20
+    ddp = case(results, "resnet50-ddp-bs2")
+    assert ddp.ddp is True and ddp.world_size == 2 and ddp.input_shape == [2, 3, 32, 32]
+    loader = case(results, "swin-dataloader-w1")
+    assert loader.num_workers == 1 and loader.input_shape is None
+
+
+def test_failed_cases_are_recorded_and_the_others_still_measured(tiny_run):
+    proc, _, _, results = tiny_run
+    assert proc.returncode == 3, proc.stderr
+    timed_out = case(results, "never-ready")
+    for name in ("oneflow", "pytorch"):
+        assert "timed out after 1s" in timed_out.frameworks[name].error
+    impossible = case(results, "impossible-shape")
+    assert "Expected more than 1 value per channel" in impossible.frameworks["pytorch"].error
+    assert "never-ready" in proc.stderr.splitlines()[-1] and "impossible-shape" in proc.stderr.splitlines()[-1]
+    # cases after the failures ran normally
+    assert case(results, "swin-dataloader-w1").failure is None
+
+
+def test_results_json_follows_the_schema(tiny_run):
+    _, _, raw, results = tiny_run
+    assert raw["schema"] == results_model.SCHEMA
+    assert raw["device"] == "cpu" and raw["gpu_name"].startswith("CPU: ")
+    assert raw["suite"] == "tiny"
+    for key in ("oneflow", "torch", "torchvision", "flowvision", "timm"):
+        assert raw["versions"][key], key
+    assert raw["versions"]["oneflow"] == "0.9.0"
+    assert raw["started_at"] <= raw["finished_at"]
+    assert [c["id"] for c in raw["cases"]] == [
+        "resnet50-bs2", "never-ready", "resnet50-ddp-bs2", "impossible-shape", "swin-dataloader-w1"]
+    for record in raw["cases"]:
+        assert set(record) >= {"id", "kind", "batch_size", "times", "input_shape", "num_workers", "ddp",
+                               "world_size", "started_at", "finished_at", "error", "frameworks"}
+        for fw in record["frameworks"].values():
+            assert set(fw) >= {"total_s", "per_iter_s", "times", "rounds_s", "peak_memory_bytes", "error"}
+    # what it wrote loads back through the validating loader unchanged
+    assert results_model.loads(results.to_json()).to_dict() == results.to_dict()
+
+
+def test_run_prints_and_writes_the_rendered_comment(tiny_run):
+    proc, out, _, _ = tiny_run
+    body = (out / "comment.md").read_text(encoding="utf-8")
+    assert body.startswith("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU: ")
+    assert proc.stdout == body + "\n"
+    assert "OneFlow resnet50 time: " in body and "input_shape=[2, 3, 32, 32], ddp, world size=2)" in body
+    assert "OneFlow swin dataloader time: " in body and "num_workers=1)" in body
+
+
+def test_progress_names_case_framework_and_round(tiny_run):
+    proc, _, _, _ = tiny_run
+    assert "[1/5] resnet50-bs2 (resnet50, input_shape=[2, 3, 32, 32])" in proc.stderr
+    assert "[3/5]   PyTorch: round 1/1: " in proc.stderr
+    assert "[5/5]   OneFlow: ready after " in proc.stderr
+
+
+def test_oneflow_and_torchvision_resnet50_are_the_same_architecture():
+    script = (
+        "import flowvision, torchvision\n"
+        "count = lambda m: sum(p.numel() for p in m.parameters())\n"
+        "print(count(flowvision.models.resnet50()), count(torchvision.models.resnet50()))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=subprocess_env("oneflow"), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    of_params, pt_params = map(int, proc.stdout.split())
+    assert of_params == pt_params == 25_557_032
+
+
+def test_bad_suite_is_one_line_and_runs_nothing(tmp_path):
+    suite = tmp_path / "bad.yml"
+    suite.write_text("extends: smoke\ncases:\n  - {id: resnet50-bs2, times: lots}\n")
+    proc = speedstats("run", "--suite", str(suite), "--device", "cpu", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"speedstats: error: {suite}: cases[0] (resnet50-bs2): "
+                           "field 'times' must be an integer, got 'lots'\n")
+    assert not (tmp_path / "out").exists()
