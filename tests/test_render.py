@@ -26,7 +26,7 @@ def read(name):
 def thread_results(thread):
     """Results built from a thread's time lines, case by case in the default suite's order."""
     text = read(f"{thread}-thread.txt")
-    gpu_name = re.search(r"^GPU Name: (.*) $", text, re.M).group(1)
+    gpu_name = re.search(r"^GPU Name: (.*) $", text, re.MULTILINE).group(1)
     figures = TIME_LINE.findall(text)
     specs = load_suite(profile="default").cases
     assert len(figures) == 2 * len(specs)

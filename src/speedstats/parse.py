@@ -11,10 +11,11 @@ rendering the parsed results prints the same text again. The results are those o
 suite on "cuda": case ids follow `case_id_for`, the GPU name comes from the GPU line.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import List, Optional
 
 from speedstats.errors import UserError
 from speedstats.results import CaseResult, FrameworkResult, Results
@@ -63,8 +64,12 @@ _FAILED_RESNET = re.compile(r"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size
 _FAILED_SWIN = re.compile(r"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+): (?P<error>.+)$")
 _RUN_FAILED = re.compile(r"^speed job failed: (?P<error>.+)$")
 _NO_RESULTS = re.compile(r"^speed job produced no results$")
-# What a stats line starts with; such a line must parse in full.
+# What a stats line starts with; such a line must parse in full, and a line that is only the start of
+# one of these phrases (at least TRUNCATED_MIN characters of it) was cut off.
 _STATS_START = re.compile(r"^(?:(?:OneFlow|PyTorch) (?:resnet50|swin)|Relative speed|GPU Name)")
+_STATS_PHRASES = tuple(f"{fw} {what} time:" for fw in ("OneFlow", "PyTorch") for what in ("resnet50", "swin dataloader")
+                       ) + ("Relative speed:", "GPU Name:")
+TRUNCATED_MIN = 4
 _FAILED_START = re.compile(r"^(?:resnet50 batch|swin dataloader|speed job)")
 
 
@@ -84,9 +89,9 @@ class _Half:
 @dataclass
 class _Block:
     line: int
-    gpu_name: Optional[str] = None
-    cases: List[CaseResult] = field(default_factory=list)
-    error: Optional[str] = None
+    gpu_name: str | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+    error: str | None = None
     closed: bool = False  # a run-level line ends the block's stats
 
     @property
@@ -115,9 +120,9 @@ class _Parser:
     def __init__(self, where, gpu_name):
         self.where = where
         self.default_gpu = gpu_name
-        self.blocks: List[_Block] = []
-        self.oneflow: Optional[_Half] = None
-        self.pytorch: Optional[_Half] = None
+        self.blocks: list[_Block] = []
+        self.oneflow: _Half | None = None
+        self.pytorch: _Half | None = None
 
     def fail(self, number, message):
         raise UserError(f"{self.where}: line {number}: {message}")
@@ -146,6 +151,8 @@ class _Parser:
             self.blocks.append(_Block(line=number))
         elif _STATS_START.match(text):
             self.stats_line(number, text)
+        elif len(text) >= TRUNCATED_MIN and any(p.startswith(text) for p in _STATS_PHRASES):
+            self.fail(number, f"truncated or malformed stats line: {_snippet(text)!r}")
         elif had_fail_mark and _FAILED_START.match(text):
             self.failure_line(number, text)
 

@@ -7,10 +7,11 @@ and no autoescaping (the output is markdown, not HTML). An error raised from a t
 UserError naming the template file and line. No framework is imported here.
 """
 
+from __future__ import annotations
+
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import jinja2
 
@@ -28,17 +29,17 @@ class Rendered:
     body: str
     score: int
     passed: bool
-    cases: List[verdicts.CaseVerdict]
-    reasons: List[str] = field(default_factory=list)  # why the verdict failed, one line each
+    cases: list[verdicts.CaseVerdict]
+    reasons: list[str] = field(default_factory=list)  # why the verdict failed, one line each
 
 
 @dataclass
 class FrameworkView:
-    per_iter_s: Optional[float]
-    total_s: Optional[float]
-    times: Optional[int]
-    per_iter_ms: Optional[float]
-    total_ms: Optional[float]
+    per_iter_s: float | None
+    total_s: float | None
+    times: int | None
+    per_iter_ms: float | None
+    total_ms: float | None
 
 
 @dataclass
@@ -49,16 +50,16 @@ class CaseView:
     kind: str
     batch_size: int
     times: int
-    input_shape: Optional[List[int]]
-    num_workers: Optional[int]
+    input_shape: list[int] | None
+    num_workers: int | None
     ddp: bool
     world_size: int
-    oneflow: Optional[FrameworkView]
-    pytorch: Optional[FrameworkView]
-    relative_speed: Optional[float]
-    marks: Dict[str, str]
+    oneflow: FrameworkView | None
+    pytorch: FrameworkView | None
+    relative_speed: float | None
+    marks: dict[str, str]
     score: int
-    failure: Optional[str]
+    failure: str | None
 
 
 def environment(templates_dir=None):

@@ -10,8 +10,9 @@ total score of 2 or more, and when the run failed or produced no case. Dataloade
 PyTorch line are never marked.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 from speedstats.errors import UserError
 
@@ -30,19 +31,19 @@ JUDGED_KINDS = ("resnet50",)
 @dataclass
 class CaseVerdict:
     id: str
-    marks: Dict[str, str] = field(default_factory=lambda: {"oneflow": "", "pytorch": "", "relative": ""})
+    marks: dict[str, str] = field(default_factory=lambda: {"oneflow": "", "pytorch": "", "relative": ""})
     score: int = 0
-    failure: Optional[str] = None  # the case's error on one line, shortened
-    reasons: List[str] = field(default_factory=list)  # one per failed check
+    failure: str | None = None  # the case's error on one line, shortened
+    reasons: list[str] = field(default_factory=list)  # one per failed check
 
 
 @dataclass
 class Verdict:
     score: int
     passed: bool
-    cases: List[CaseVerdict]
-    error: Optional[str] = None  # the run-level error on one line, shortened
-    reasons: List[str] = field(default_factory=list)
+    cases: list[CaseVerdict]
+    error: str | None = None  # the run-level error on one line, shortened
+    reasons: list[str] = field(default_factory=list)
 
 
 def one_line(text, limit=ERROR_TEXT_LIMIT):
