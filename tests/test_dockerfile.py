@@ -50,8 +50,8 @@ def pip_steps_of_dockerfile(instructions):
 
 
 def pip_steps_of_bootstrap(text):
-    variables = dict(re.findall(r"^([A-Z_]+)=([^\s$]+)$", text, re.M))
-    base = re.search(r'^pip=\("\$VENV/bin/python" -m pip install (.*)\)$', text, re.M)
+    variables = dict(re.findall(r"^([A-Z_]+)=([^\s$]+)$", text, re.MULTILINE))
+    base = re.search(r'^pip=\("\$VENV/bin/python" -m pip install (.*)\)$', text, re.MULTILINE)
     assert base, "scripts/bootstrap.sh no longer defines its pip=(...) command"
     steps = []
     for line in text.splitlines():

@@ -1,0 +1,314 @@
+"""The action: action.yml's inputs all reach the entrypoint, its outputs are all set, and the
+entrypoint, run outside a container with the runner's INPUT_* environment, posts to a loopback GitHub."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from speedstats.gpuinfo import cpu_name
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRYPOINT = ROOT / "docker" / "entrypoint.py"
+TOKEN = "ghs_speedstats_test_token"
+REPO = "o/r"
+PR = 7
+HEAD = "a" * 40
+
+# The tiniest real benchmark: one ResNet50 step per framework on the CPU.
+TINY_SUITE = """\
+name: tiny
+warmup: 0
+timeout_s: 600
+lock_timeout_s: 600
+cases:
+  - id: resnet50-bs1
+    kind: resnet50
+    batch_size: 1
+    image_size: 64
+    times: 1
+    min_relative_speed: {min_relative_speed}
+"""
+
+
+# The comment of that run: the CPU named on the GPU line, three lines for the case, the ratio marked.
+TINY_BODY = (
+    r"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: {gpu_name} \n\n "
+    r"OneFlow resnet50 time: (\d+\.\d)ms \(= \1ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
+    r"PyTorch resnet50 time: (\d+\.\d)ms \(= \2ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
+    r"{mark} Relative speed: \d+\.\d\d \(= \2ms / \1ms\)\n ``` \n\n</details>"
+)
+
+
+def action():
+    return yaml.safe_load((ROOT / "action.yml").read_text())
+
+
+def input_env_name(name):
+    """How the runner names an input's variable: INPUT_ + upper case, spaces to '_', '-' kept."""
+    return "INPUT_" + name.replace(" ", "_").upper()
+
+
+def clean_environ():
+    """This process's environment without what a surrounding Actions job would leak in."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_", "SPEEDSTATS_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src")] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def action_env(workspace, gh_url=None, inputs=None, event=None):
+    """The environment a Docker action step gets: every input's INPUT_* (action.yml defaults where
+    not given, `${{ github.* }}` defaults evaluated), the GitHub variables and file commands."""
+    workspace = Path(workspace)
+    files = workspace.parent / "_runner_file_commands"
+    files.mkdir(exist_ok=True)
+    event_path = workspace.parent / "event.json"
+    event_path.write_text(json.dumps(event or {
+        "action": "synchronize", "number": PR,
+        "pull_request": {"number": PR, "head": {"sha": HEAD}},
+        "repository": {"full_name": REPO},
+    }))
+    github = {"token": TOKEN, "job": "speed"}
+    env = clean_environ()
+    env.update({
+        "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO, "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(workspace), "GITHUB_JOB": "speed",
+        "GITHUB_RUN_ID": "4242", "GITHUB_SHA": HEAD,
+        "GITHUB_OUTPUT": str(files / "set_output"), "GITHUB_STEP_SUMMARY": str(files / "step_summary"),
+        "RUNNER_TEMP": str(workspace.parent / "_temp"), "SPEEDSTATS_LOCK_DIR": str(workspace.parent / "locks"),
+    })
+    if gh_url:
+        env["GITHUB_API_URL"] = gh_url
+    for name, spec in action()["inputs"].items():
+        value = str(spec.get("default", ""))
+        if value.startswith("${{"):
+            expression = value.strip("${} ")
+            assert expression.startswith("github."), f"input {name}: default {value} is not a github.* value"
+            value = github[expression.split(".", 1)[1]]
+        env[input_env_name(name)] = value
+    for name, value in (inputs or {}).items():
+        assert name in action()["inputs"], f"no input {name!r} in action.yml"
+        env[input_env_name(name)] = str(value)
+    return env
+
+
+def run_entrypoint(env, cwd, args=()):
+    return subprocess.run([sys.executable, str(ENTRYPOINT), *args], check=False, cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def outputs_of(env):
+    from speedstats.actions_io import read_outputs
+
+    path = Path(env["GITHUB_OUTPUT"])
+    return read_outputs(path) if path.exists() else {}
+
+
+def planned(tmp_path, **inputs):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    proc = run_entrypoint(action_env(workspace, inputs=inputs), workspace, ["--print"])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+# -- action.yml ----------------------------------------------------------------------------------------
+
+
+def test_action_is_a_docker_action_built_from_the_dockerfile():
+    meta = action()
+    assert meta["runs"] == {"using": "docker", "image": "Dockerfile"}
+    assert (ROOT / meta["runs"]["image"]).is_file()
+    for kind in ("inputs", "outputs"):
+        for name, spec in meta[kind].items():
+            assert isinstance(spec.get("description"), str) and len(spec["description"]) > 20, name
+
+
+def test_entrypoint_knows_every_input_with_the_same_default():
+    sys.path.insert(0, str(ENTRYPOINT.parent))
+    try:
+        import entrypoint
+    finally:
+        sys.path.remove(str(ENTRYPOINT.parent))
+    inputs = action()["inputs"]
+    assert set(entrypoint.DEFAULTS) == set(inputs)
+    for name, spec in inputs.items():
+        default = str(spec.get("default", ""))
+        # Expression defaults (the job's token and id) come from the environment outside the action.
+        assert entrypoint.DEFAULTS[name] == ("" if default.startswith("${{") else default), name
+    assert inputs["command"]["default"] in entrypoint.COMMANDS
+
+
+def test_outputs_are_the_ones_the_commands_set():
+    assert set(action()["outputs"]) == {"verdict", "score", "results", "comment-file", "comment-url"}
+
+
+# -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
+
+
+def test_run_inputs_reach_speedstats_run(tmp_path):
+    assert planned(tmp_path, command="run") == "speedstats run --device cuda --out speedstats-out\n"
+    printed = planned(tmp_path, command="run", suite=".github/speed.yml", profile="smoke", device="cpu",
+                      out="o2", **{"lock-timeout": "90", "bundle": "bundle-dir"})
+    assert printed == ("speedstats run --device cpu --out o2 --suite .github/speed.yml --profile smoke "
+                       "--lock-timeout 90 --bundle bundle-dir\n")
+
+
+def test_run_and_comment_posts_the_rendered_body(tmp_path):
+    printed = planned(tmp_path, out="results dir", pr="12", **{"comment-mode": "new"})
+    assert printed == ("speedstats run --device cuda --out 'results dir'\n"
+                       "speedstats comment --body-file 'results dir/comment.md' --mode new --pr 12\n")
+
+
+def test_comment_inputs(tmp_path):
+    assert planned(tmp_path, command="comment", **{"body-file": "b.md"}) == \
+        "speedstats comment --body-file b.md --mode update\n"
+
+
+def test_docs_preview_inputs(tmp_path):
+    printed = planned(tmp_path, command="docs-preview", pr="9",
+                      **{"docs-base-url": "https://staging.oneflow.info", "comment-mode": "new"})
+    assert printed == "speedstats docs-preview --base-url https://staging.oneflow.info --mode new --pr 9\n"
+
+
+def test_automerge_guard_inputs(tmp_path):
+    assert planned(tmp_path, command="automerge-guard") == \
+        "speedstats automerge-guard --job speed --label automerge --status failure\n"
+    printed = planned(tmp_path, command="automerge-guard", job="Build cu116", label="merge-me",
+                      status="cancelled", pr="3")
+    assert printed == "speedstats automerge-guard --job 'Build cu116' --label merge-me --status cancelled --pr 3\n"
+
+
+def test_underscore_spelling_works_outside_the_runner(tmp_path):
+    env = clean_environ()
+    env.update({"INPUT_COMMAND": "comment", "INPUT_BODY_FILE": "x.md", "INPUT_COMMENT_MODE": "new"})
+    proc = run_entrypoint(env, tmp_path, ["--print"])
+    assert (proc.returncode, proc.stdout) == (0, "speedstats comment --body-file x.md --mode new\n")
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ({"command": "benchmark"}, ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
+                               "automerge-guard, got 'benchmark'")),
+    ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
+    ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
+    ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
+])
+def test_bad_inputs_are_one_line_errors(tmp_path, inputs, message):
+    env = action_env(tmp_path, inputs=inputs)
+    proc = run_entrypoint(env, tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"speedstats: error: {message}\n")
+
+
+def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
+    """The flags the entrypoint passes are the ones the speedstats commands define."""
+    import shlex
+
+    from speedstats.cli import build_parser
+
+    parser = build_parser()
+    lines = (planned(tmp_path, command="run", suite="s.yml", profile="smoke", device="cpu",
+                     **{"lock-timeout": "5", "bundle": "b"})
+             + planned(tmp_path, pr="3", **{"comment-mode": "new"})
+             + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
+             + planned(tmp_path, command="automerge-guard", pr="3", status="success"))
+    for line in lines.splitlines():
+        argv = shlex.split(line)[1:]
+        args = parser.parse_args(argv)
+        assert args.command == argv[0] and callable(args.func)
+
+
+# -- against the loopback GitHub ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gh():
+    from fakegithub import FakeGitHub
+
+    with FakeGitHub() as server:
+        server.add_token(TOKEN)
+        server.add_pull(REPO, PR, labels=["automerge", "bug"], head_sha=HEAD)
+        yield server
+
+
+def test_comment_lands_byte_for_byte_and_comment_url_is_set(tmp_path, gh):
+    body = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n ``` \n\n</details>"
+    (tmp_path / "body.md").write_text(body, encoding="utf-8")
+    env = action_env(tmp_path, gh.url, {"command": "comment", "body-file": "body.md"})
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    comments = gh.comments(REPO, PR)
+    # The body as given, then the hidden marker by which the bot finds its comment again.
+    assert [c["body"] for c in comments] == [body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
+    assert outputs_of(env) == {"comment-url": f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{comments[0]['id']}"}
+    # The token input is what authenticated the request.
+    posts = gh.requests_matching("POST", f"/repos/{REPO}/issues/{PR}/comments")
+    assert posts and posts[-1].headers["Authorization"].split(" ", 1)[1] == TOKEN
+
+
+def test_a_wrong_token_input_fails_the_step(tmp_path, gh):
+    (tmp_path / "body.md").write_text("Speed stats", encoding="utf-8")
+    env = action_env(tmp_path, gh.url, {"command": "comment", "body-file": "body.md", "token": "ghs_wrong"})
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode != 0
+    assert gh.comments(REPO, PR) == []
+    assert "speedstats: error: " in proc.stderr
+
+
+def test_docs_preview_lands(tmp_path, gh):
+    env = action_env(tmp_path, gh.url, {"command": "docs-preview",
+                                        "docs-base-url": "https://oneflow-staging.oss-cn-beijing.aliyuncs.com"})
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [
+        ("View latest API docs preview at: https://oneflow-staging.oss-cn-beijing.aliyuncs.com/docs/o/r/pr/7/"
+        "\n\n<!-- speedstats:docs-preview -->")]
+    comment_id = gh.comments(REPO, PR)[0]["id"]
+    assert outputs_of(env) == {"comment-url": f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{comment_id}"}
+
+
+def test_automerge_guard_removes_the_label_and_says_which_job_failed(tmp_path, gh):
+    env = action_env(tmp_path, gh.url, {"command": "automerge-guard", "job": "cuda-module"})
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert gh.labels(REPO, PR) == ["bug"]
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [
+        ("CI failed when running job: cuda-module. PR label automerge has been removed"
+        f"\n\n<!-- speedstats:automerge-removed job=cuda-module head={HEAD} run=4242 -->")]
+
+
+def test_automerge_guard_leaves_a_cancelled_run_alone(tmp_path, gh):
+    env = action_env(tmp_path, gh.url, {"command": "automerge-guard", "status": "cancelled"})
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert gh.labels(REPO, PR) == ["automerge", "bug"]
+    assert gh.comments(REPO, PR) == []
+
+
+@pytest.mark.heavy
+def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "speed.yml").write_text(TINY_SUITE.format(min_relative_speed=0.001))
+    stale = workspace / "speedstats-out" / "comment.md"
+    stale.parent.mkdir()
+    stale.write_text("left over from an earlier job")
+    env = action_env(workspace, gh.url, {"suite": "speed.yml", "device": "cpu"})
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 0, proc.stderr
+    body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
+    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(cpu_name()), mark="✔️"), body), body
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [
+        body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
+    outputs = outputs_of(env)
+    assert set(action()["outputs"]) <= set(outputs)
+    assert outputs["verdict"] == "pass" and outputs["score"] == "0"
+    assert outputs["results"] == "speedstats-out/results.json"
+    assert outputs["comment-file"] == "speedstats-out/comment.md"
+    assert json.loads((workspace / outputs["results"]).read_text())["suite"] == "tiny"
+    assert outputs["comment-url"] == f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{gh.comments(REPO, PR)[0]['id']}"
