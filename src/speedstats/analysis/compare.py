@@ -1,0 +1,220 @@
+"""Head against base: per case and per framework, the change of the median time and its verdict.
+
+Cases are matched by id. Each framework of a matched case is judged by `stats.compare_rounds` from
+its rounds (a results file without rounds counts as one round, judged without a noise estimate). A
+case whose workload differs between the two files (shape, workers, DDP), or that failed on one side,
+is "not comparable", as is everything when the two runs were on different devices.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from speedstats.analysis import stats
+from speedstats.results import FRAMEWORKS
+from speedstats.verdict import FAIL_MARK
+
+COMPARE_SCHEMA = "speedstats/compare/v1"
+BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
+FRAMEWORK_LABELS = {"oneflow": "OneFlow", "pytorch": "PyTorch"}
+UNKNOWN_GPU = "unknown"  # the GPU name `speedstats parse` gives a block without a GPU line
+_WORKLOAD_FIELDS = ("kind", "batch_size", "input_shape", "num_workers", "ddp", "world_size")
+
+
+@dataclass
+class Row:
+    case_id: str
+    kind: str | None
+    framework: str
+    comparison: stats.Comparison
+
+    @property
+    def label(self):
+        return FRAMEWORK_LABELS.get(self.framework, self.framework)
+
+    def to_dict(self):
+        return {"case": self.case_id, "kind": self.kind, "framework": self.framework, **self.comparison.to_dict()}
+
+
+@dataclass
+class Report:
+    rows: list[Row]
+    min_effect: float
+    confidence: float
+    single_round_threshold: float
+    base: dict = field(default_factory=dict)  # suite, device, gpu_name, versions of each run
+    head: dict = field(default_factory=dict)
+
+    @property
+    def regressions(self):
+        return [r for r in self.rows if r.comparison.verdict == stats.REGRESSION]
+
+    def to_dict(self):
+        return {
+            "schema": COMPARE_SCHEMA,
+            "base": self.base,
+            "head": self.head,
+            "min_effect": self.min_effect,
+            "confidence": self.confidence,
+            "single_round_threshold": self.single_round_threshold,
+            "regressions": len(self.regressions),
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def rounds_of(fw):
+    """Per-iteration seconds of each round; a record without rounds is one round of per_iter_s."""
+    if fw is None or not fw.ok:
+        return []
+    return list(fw.rounds_s) if fw.rounds_s else [fw.per_iter_s]
+
+
+def _run_summary(results):
+    return {
+        "suite": results.suite,
+        "device": results.device,
+        "gpu_name": results.gpu_name,
+        "versions": dict(results.versions),
+        "started_at": results.started_at,
+    }
+
+
+def _machine_mismatch(base, head):
+    if base.device != head.device:
+        return f"base ran on {base.device}, head on {head.device}"
+    if UNKNOWN_GPU not in (base.gpu_name, head.gpu_name) and base.gpu_name != head.gpu_name:
+        return f"base ran on {base.gpu_name}, head on {head.gpu_name}"
+    return None
+
+
+def _case_mismatch(base_case, head_case):
+    for name in _WORKLOAD_FIELDS:
+        if getattr(base_case, name) != getattr(head_case, name):
+            return f"{name} differs ({getattr(base_case, name)!r} in base, {getattr(head_case, name)!r} in head)"
+    return None
+
+
+def _framework_failure(case, name, side):
+    if case.error:
+        return f"{side} failed: {case.error}"
+    fw = case.frameworks.get(name)
+    if fw is None or not fw.ok:
+        return f"{side} failed: {fw.error}" if fw is not None and fw.error else f"no {side} figure"
+    return None
+
+
+def compare_results(
+    base,
+    head,
+    min_effect=stats.DEFAULT_MIN_EFFECT,
+    single_round_threshold=stats.DEFAULT_SINGLE_ROUND_THRESHOLD,
+    confidence=stats.DEFAULT_CONFIDENCE,
+    resamples=stats.DEFAULT_RESAMPLES,
+    seed=stats.DEFAULT_SEED,
+):
+    """A Report over the head's cases in order, then the cases only the base has."""
+    machine = _machine_mismatch(base, head)
+    base_cases = {c.id: c for c in base.cases}
+    head_ids = {c.id for c in head.cases}
+    rows = []
+
+    def not_comparable(case, name, reason):
+        rows.append(Row(case.id, case.kind, name, stats.Comparison(stats.NOT_COMPARABLE, reason=reason)))
+
+    for head_case in head.cases:
+        base_case = base_cases.get(head_case.id)
+        for name in FRAMEWORKS:
+            if base_case is None:
+                not_comparable(head_case, name, "not in base")
+                continue
+            reason = (
+                machine
+                or _case_mismatch(base_case, head_case)
+                or _framework_failure(base_case, name, "base")
+                or _framework_failure(head_case, name, "head")
+            )
+            if reason:
+                not_comparable(head_case, name, reason)
+                continue
+            comparison = stats.compare_rounds(
+                rounds_of(base_case.frameworks[name]),
+                rounds_of(head_case.frameworks[name]),
+                min_effect=min_effect,
+                single_round_threshold=single_round_threshold,
+                confidence=confidence,
+                resamples=resamples,
+                seed=seed,
+            )
+            rows.append(Row(head_case.id, head_case.kind, name, comparison))
+    for base_case in base.cases:
+        if base_case.id not in head_ids:
+            for name in FRAMEWORKS:
+                not_comparable(base_case, name, "not in head")
+    return Report(
+        rows=rows,
+        min_effect=min_effect,
+        confidence=confidence,
+        single_round_threshold=single_round_threshold,
+        base=_run_summary(base),
+        head=_run_summary(head),
+    )
+
+
+def table_context(report):
+    """What the baseline table template sees: one entry per row, with its figures in printed units."""
+    rows = []
+    for row in report.rows:
+        c = row.comparison
+        in_ms = row.kind == "resnet50"  # dataloader batches are printed in seconds, like the comment
+
+        def time_text(seconds, in_ms=in_ms):
+            if seconds is None:
+                return ""
+            return f"{seconds * 1000:.1f}ms" if in_ms else f"{seconds:.3f}s"
+
+        rows.append({
+            "case": row.case_id,
+            "framework": row.label,
+            "base": time_text(c.base_s),
+            "head": time_text(c.head_s),
+            "change": _percent(c.change),
+            "low": None if c.low is None else _percent(c.low - 1),
+            "high": None if c.high is None else _percent(c.high - 1),
+            "verdict": c.verdict,
+            "text": _cell(c.text),
+            "rounds": (c.base_rounds, c.head_rounds),
+        })
+    return {
+        "rows": rows,
+        "min_effect": report.min_effect * 100,
+        "confidence": report.confidence * 100,
+        "single_round_threshold": report.single_round_threshold * 100,
+        "regressions": len(report.regressions),
+        "base": report.base,
+        "head": report.head,
+        "fail_mark": FAIL_MARK,
+    }
+
+
+def _percent(fraction):
+    """Percent, with a change that prints as 0.0 made +0.0 rather than -0.0."""
+    if fraction is None:
+        return None
+    value = fraction * 100
+    return value if round(value, 1) != 0 else 0.0
+
+
+def _cell(text):
+    """Text safe inside one markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def render_table(report, templates_dir=None):
+    """The markdown table that follows the Speed stats block (no newline at the end)."""
+    from speedstats.render import render_template
+
+    return render_template(BASELINE_TABLE_TEMPLATE, table_context(report), templates_dir)

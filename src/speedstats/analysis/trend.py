@@ -1,0 +1,142 @@
+"""Trend plots from the history file: one PNG per case, time per iteration over commits.
+
+x is the runs in history order, labelled by short commit sha; y is the median time per iteration,
+one line per framework, with the range of the rounds shaded when a run had several. Only runs on the
+same device and GPU as the newest run are drawn: times from another GPU would read as a jump.
+matplotlib is imported here, inside the functions, and only its Agg canvas is used (no pyplot, no
+display); it is part of the benchmark environment, not the light one.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from speedstats.errors import UserError
+from speedstats.fsutil import write_atomic
+from speedstats.results import FRAMEWORKS
+
+FRAMEWORK_STYLE = {
+    "oneflow": {"label": "OneFlow", "color": "#1f77b4"},
+    "pytorch": {"label": "PyTorch", "color": "#ee4c2c"},
+}
+FIGURE_SIZE = (8.0, 4.5)  # inches
+DPI = 100
+
+
+@dataclass
+class TrendPlot:
+    case_id: str
+    path: Path
+    runs: int  # runs drawn (x positions)
+    figure: object  # matplotlib.figure.Figure, for callers that inspect what was drawn
+
+
+def _load_matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UserError(
+            "matplotlib: not installed; 'speedstats trend' needs it (pip install matplotlib, "
+            "or run it in the benchmark environment)"
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
+def same_machine(entries):
+    """The entries run on the newest entry's device and GPU, and how many others were left out."""
+    if not entries:
+        return [], 0
+    newest = entries[-1].results
+    kept = [e for e in entries if (e.results.device, e.results.gpu_name) == (newest.device, newest.gpu_name)]
+    return kept, len(entries) - len(kept)
+
+
+def case_ids(entries):
+    """Cases of the newest run in its order, then those only older runs have."""
+    ordered = []
+    for entry in reversed(entries):
+        for case in entry.results.cases:
+            if case.id not in ordered:
+                ordered.append(case.id)
+    newest = [c.id for c in entries[-1].results.cases] if entries else []
+    return newest + [c for c in reversed(ordered) if c not in newest]
+
+
+def _points(entries, case_id):
+    """Per framework: (median, low, high) per run in seconds, NaN where the run has no figure."""
+    nan = float("nan")
+    series = {name: [] for name in FRAMEWORKS}
+    kind = None
+    for entry in entries:
+        case = next((c for c in entry.results.cases if c.id == case_id), None)
+        if case is not None:
+            kind = kind or case.kind
+        for name in FRAMEWORKS:
+            fw = case.frameworks.get(name) if case is not None and not case.error else None
+            if fw is None or not fw.ok:
+                series[name].append((nan, nan, nan))
+            else:
+                rounds = fw.rounds_s or [fw.per_iter_s]
+                series[name].append((fw.per_iter_s, min(rounds), max(rounds)))
+    return kind, series
+
+
+def plot_case(entries, case_id, path):
+    """Draw one case's trend over entries into the PNG at path; returns the TrendPlot."""
+    Figure, FigureCanvasAgg = _load_matplotlib()
+    kind, series = _points(entries, case_id)
+    scale, unit = (1000.0, "ms") if kind == "resnet50" else (1.0, "s")
+    figure = Figure(figsize=FIGURE_SIZE, dpi=DPI)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    xs = list(range(len(entries)))
+    for name in FRAMEWORKS:
+        style = FRAMEWORK_STYLE[name]
+        medians = [p[0] * scale for p in series[name]]
+        lows = [p[1] * scale for p in series[name]]
+        highs = [p[2] * scale for p in series[name]]
+        if any(lo != hi for lo, hi in zip(lows, highs) if not math.isnan(lo)):
+            axes.fill_between(xs, lows, highs, color=style["color"], alpha=0.15, linewidth=0)
+        axes.plot(xs, medians, marker="o", linewidth=2, color=style["color"], label=style["label"])
+    axes.set_xticks(xs)
+    axes.set_xticklabels([e.label for e in entries], rotation=45 if len(entries) > 8 else 0, ha="right"
+                         if len(entries) > 8 else "center", fontsize=8)
+    axes.set_xlim(-0.5, max(len(entries) - 0.5, 0.5))
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel("commit")
+    axes.set_ylabel(f"time per iteration ({unit})")
+    newest = entries[-1].results
+    axes.set_title(f"{case_id} on {newest.gpu_name} ({newest.device})")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="best")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    write_atomic(path, buffer.getvalue())
+    return TrendPlot(case_id=case_id, path=Path(path), runs=len(entries), figure=figure)
+
+
+def file_name(case_id):
+    return re.sub(r"[^A-Za-z0-9._-]", "_", case_id) + ".png"
+
+
+def draw_trends(entries, out_dir, cases=None, last=None):
+    """One PNG per case in out_dir; returns (plots, runs left out because of another machine)."""
+    entries, other_machine = same_machine(entries)
+    if last is not None:
+        entries = entries[-last:]
+    if not entries:
+        return [], other_machine
+    wanted = case_ids(entries)
+    if cases:
+        unknown = [c for c in cases if c not in wanted]
+        if unknown:
+            raise UserError(f"--case: no run in the history has case {unknown[0]!r}")
+        wanted = [c for c in wanted if c in cases]
+    out_dir = Path(out_dir)
+    return [plot_case(entries, case_id, out_dir / file_name(case_id)) for case_id in wanted], other_machine
