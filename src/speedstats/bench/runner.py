@@ -193,8 +193,9 @@ class SuiteRunner:
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown"):
         self.suite = suite
         self.device = device
-        self.out_dir = Path(out_dir)
-        self.dataset_dir = dataset_dir
+        # Workers run in their control folders: every path they are given must be absolute.
+        self.out_dir = Path(out_dir).resolve()
+        self.dataset_dir = Path(dataset_dir).resolve() if dataset_dir else None
         self.progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
         self.gpu_name = gpu_name
 
