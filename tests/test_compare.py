@@ -192,3 +192,19 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert capsys.readouterr().err == f"speedstats: error: {broken}: missing field 'cases'\n"
     with pytest.raises(SystemExit):
         cli.main(["compare", head, head, "--min-effect", "lots"])
+
+
+def test_render_with_a_baseline_keeps_the_block_first_then_the_table(tmp_path, capsys):
+    base, head = write(tmp_path, "base.json", BASE), write(tmp_path, "head.json", HEAD)
+    plain, with_table = tmp_path / "plain.md", tmp_path / "with-table.md"
+    plain_code = cli.main(["render", head, "--out", str(plain)])
+    capsys.readouterr()
+    assert cli.main(["render", head, "--baseline", base, "--out", str(with_table)]) == 1
+    body = plain.read_text(encoding="utf-8")
+    assert body.startswith("<details>\n <summary>Speed stats:</summary>") and body.endswith("</details>")
+    assert with_table.read_text(encoding="utf-8") == body + "\n\n" + EXPECTED_TABLE
+    assert capsys.readouterr().err.endswith(
+        "speedstats: regression: resnet50-bs16 OneFlow: +15.0% (regression)\n"
+    )
+    # Without a regression against the baseline the exit code is the thresholds' verdict alone.
+    assert cli.main(["render", head, "--baseline", head, "--out", str(with_table)]) == plain_code

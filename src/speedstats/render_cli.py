@@ -8,6 +8,7 @@ verdict fails, so a workflow step can fail on it, with the reasons on stderr.
 import sys
 
 from speedstats import results as results_model
+from speedstats.analysis.cli import compare_options
 from speedstats.fsutil import read_text, write_atomic
 from speedstats.parse import UNKNOWN_GPU, parse_speed_stats
 from speedstats.render import render_speed_stats, write_stdout
@@ -25,16 +26,30 @@ def render_command(args):
     results = results_model.load(args.results)
     suite = suite_for(results, args.suite, args.profile)
     rendered = render_speed_stats(results, suite, templates_dir=args.templates)
+    body, regressions = rendered.body, []
+    if args.baseline:
+        body, regressions = with_baseline_table(body, results, args)
     if args.out:
-        write_atomic(args.out, rendered.body)
+        write_atomic(args.out, body)
     else:
-        write_stdout(rendered.body)
+        write_stdout(body)
     if not rendered.passed:
         print(f"speedstats: verdict: failed (score {rendered.score})", file=sys.stderr)
         for reason in rendered.reasons:
             print(f"speedstats:   {reason}", file=sys.stderr)
-        return 1
-    return 0
+    for row in regressions:
+        print(f"speedstats: regression: {row.case_id} {row.label}: {row.comparison.change * 100:+.1f}% "
+              f"({row.comparison.text})", file=sys.stderr)
+    return 0 if rendered.passed and not regressions else 1
+
+
+def with_baseline_table(body, results, args):
+    """The Speed stats block, a blank line, then the table against the --baseline run."""
+    from speedstats.analysis.cli import compare_report
+    from speedstats.analysis.compare import render_table
+
+    report = compare_report(args.baseline, results, args)
+    return f"{body}\n\n{render_table(report, templates_dir=args.templates)}", report.regressions
 
 
 def parse_command(args):
@@ -64,6 +79,12 @@ def register(subparsers):
     )
     render.add_argument("--templates", metavar="DIR", help="folder of templates that replace the built-in ones")
     render.add_argument("--out", metavar="FILE", help="write the body to FILE instead of stdout")
+    render.add_argument(
+        "--baseline", metavar="BASE.json",
+        help="results of a base run: add a table of head vs base after the block; a regression beyond "
+        "the noise also exits 1 (see 'speedstats compare')",
+    )
+    compare_options(render)
     render.set_defaults(func=render_command)
 
     parse = subparsers.add_parser(
