@@ -7,6 +7,7 @@ from pathlib import Path
 from speedstats.errors import UserError
 
 EXIT_CASE_FAILED = 3
+BENCHMARK_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
 
 
 def register(subparsers):
@@ -35,11 +36,23 @@ def register(subparsers):
 
 
 def resolve_device(device):
-    if device != "auto":
-        return device
     from speedstats.gpuinfo import nvml_gpu_name
 
-    return "cuda" if nvml_gpu_name(0) else "cpu"
+    if device == "cpu":
+        return device
+    has_gpu = nvml_gpu_name(0) is not None
+    if device == "cuda" and not has_gpu:
+        raise UserError("--device cuda: NVML sees no GPU on this machine (use --device cpu or auto)")
+    return "cuda" if has_gpu else "cpu"
+
+
+def check_frameworks_installed():
+    import importlib.util
+
+    missing = [name for name in BENCHMARK_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"run needs {', '.join(missing)} installed: run ./scripts/bootstrap.sh "
+                        "(or post results made elsewhere with 'speedstats render' and 'speedstats comment')")
 
 
 def run_command(args):
@@ -50,6 +63,7 @@ def run_command(args):
     from speedstats.suite import load_suite
 
     suite = load_suite(args.suite, args.profile)
+    check_frameworks_installed()
     if args.rounds is not None:
         if args.rounds < 1:
             raise UserError(f"--rounds: must be at least 1, got {args.rounds}")
