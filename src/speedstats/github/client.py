@@ -1,0 +1,352 @@
+"""A thin PyGithub client: the few calls the bot makes, with retries and errors a person can act on.
+
+Retries are done here, not by PyGithub's urllib3 retry, because a POST that failed with a 5xx may
+have been stored anyway: after such a failure, create_comment lists the comments again and looks
+for the one it was posting before it posts again. 5xx and network errors back off exponentially;
+403/429 rate limits wait what GitHub asks (Retry-After, or the primary limit's reset time).
+
+The token is never printed: every message leaving this module passes through redact().
+"""
+from __future__ import annotations
+
+import email.utils
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from speedstats.errors import UserError
+
+FORK_MESSAGES = ("resource not accessible by integration", "resource not accessible by personal access token")
+TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
+
+
+class ReadOnlyToken(Exception):
+    """GitHub refused a write with 403 'Resource not accessible by integration' (a fork's pull request)."""
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = 5  # tries per request, the first included
+    backoff_s: float = 1.0  # wait after the first 5xx or network error; doubles each time
+    max_backoff_s: float = 30.0
+    max_wait_s: float = 300.0  # longest rate-limit wait honoured; beyond it the command fails
+    secondary_wait_s: float = 60.0  # GitHub: wait a minute when a secondary limit gives no Retry-After
+    time_scale: float = 1.0  # multiplies every wait, PyGithub's pacing included (tests set it near 0)
+
+    @classmethod
+    def from_env(cls, environ=None):
+        env = os.environ if environ is None else environ
+        raw = env.get(TIME_SCALE_ENV)
+        if not raw:
+            return cls()
+        try:
+            scale = float(raw)
+        except ValueError:
+            raise UserError(f"{TIME_SCALE_ENV}: must be a number, got {raw!r}") from None
+        if scale < 0:
+            raise UserError(f"{TIME_SCALE_ENV}: must not be negative, got {raw!r}")
+        return cls(time_scale=scale)
+
+    def backoff(self, attempt):
+        return min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
+
+    def sleep(self, seconds):
+        if seconds * self.time_scale > 0:
+            time.sleep(seconds * self.time_scale)
+
+
+@dataclass
+class Comment:
+    id: int
+    body: str
+    login: str
+    user_type: str
+    html_url: str
+    raw: object = None  # the PyGithub IssueComment, for edit/delete
+
+
+@dataclass
+class WorkflowRunInfo:
+    id: int
+    head_sha: str
+    head_repo: str | None
+    event: str
+    conclusion: str | None
+    pull_requests: list[int]
+
+
+@dataclass
+class ArtifactInfo:
+    id: int
+    name: str
+    size: int
+    expired: bool
+    download_url: str
+
+
+def _header(headers, name):
+    for key, value in (headers or {}).items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def _message(exc):
+    data = getattr(exc, "data", None)
+    if isinstance(data, dict):
+        message = str(data.get("message") or "")
+        details = [e.get("message") or e.get("code") for e in data.get("errors") or [] if isinstance(e, dict)]
+        details = [str(d) for d in details if d]
+        return message + (f" ({'; '.join(details)})" if details else "")
+    return str(data or "")
+
+
+class GitHubClient:
+    def __init__(self, token, api_url, policy=None, err=None):
+        import github
+
+        if not token:
+            raise UserError("token: none given (set GITHUB_TOKEN, or pass --token)")
+        self._token = token
+        self.api_url = api_url
+        self.policy = policy or RetryPolicy()
+        self.err = err or sys.stderr
+        scale = self.policy.time_scale
+        self._gh = github.Github(
+            auth=github.Auth.Token(token),
+            base_url=api_url,
+            retry=None,  # retries are ours, see the module docstring
+            per_page=100,
+            lazy=True,
+            seconds_between_requests=0.25 * scale,
+            seconds_between_writes=1.0 * scale,
+        )
+
+    # -- plumbing --------------------------------------------------------------------------------------
+
+    def redact(self, text):
+        text = str(text)
+        return text.replace(self._token, "***") if self._token else text
+
+    def notice(self, message):
+        print(self.redact(f"speedstats: {message}"), file=self.err, flush=True)
+
+    def _retry_wait(self, exc, attempt):
+        """Seconds to wait before retrying after exc, or None when exc is not worth retrying."""
+        from github import GithubException
+
+        if not isinstance(exc, GithubException):  # network error, timeout, dropped connection
+            return self.policy.backoff(attempt), f"could not reach GitHub ({type(exc).__name__})"
+        status = exc.status
+        if 500 <= status < 600:
+            return self.policy.backoff(attempt), f"GitHub answered {status} {_message(exc) or 'server error'}"
+        message = _message(exc)
+        limited = "rate limit" in message.lower()
+        retry_after = _header(exc.headers, "Retry-After")
+        if status == 429 or (status == 403 and (limited or retry_after is not None)):
+            if retry_after is not None:
+                wait = _parse_retry_after(retry_after)
+                why = f"GitHub answered {status} rate limit, Retry-After {retry_after}"
+            elif _header(exc.headers, "X-RateLimit-Remaining") == "0" and _header(exc.headers, "X-RateLimit-Reset"):
+                wait = max(float(_header(exc.headers, "X-RateLimit-Reset")) - time.time(), 0) + 1
+                why = f"GitHub answered {status} rate limit until its reset"
+            else:
+                wait = self.policy.secondary_wait_s
+                why = f"GitHub answered {status} secondary rate limit"
+            if wait > self.policy.max_wait_s:
+                raise UserError(f"GitHub rate limit: asked to wait {wait:.0f}s, more than the "
+                                f"{self.policy.max_wait_s:.0f}s this command waits; try again later")
+            return max(wait, self.policy.backoff(attempt)), why
+        return None
+
+    def _error(self, exc, what):
+        """The UserError (or ReadOnlyToken) for a failed request."""
+        from github import GithubException
+
+        if not isinstance(exc, GithubException):
+            return UserError(self.redact(f"GitHub API ({self.api_url}): {what} failed: "
+                                         f"{type(exc).__name__}: {exc}"))
+        status, message = exc.status, _message(exc)
+        if status == 403 and message.lower().startswith(FORK_MESSAGES):
+            return ReadOnlyToken(self.redact(f"{what}: GitHub answered 403 {message}"))
+        if status == 401:
+            return UserError(f"token: GitHub rejected it (401 {message or 'Bad credentials'}) on {what}")
+        if status == 404:
+            return UserError(self.redact(
+                f"{what}: not found (404); check the repository and number, and that the token can read it"))
+        return UserError(self.redact(f"{what}: GitHub answered {status} {message}".rstrip()))
+
+    def _call(self, what, fn, on_retry: Callable[[], object] | None = None):
+        """fn() with retries. on_retry runs before each retry; a non-None result ends the loop with it."""
+        import requests
+        from github import GithubException
+
+        for attempt in range(1, self.policy.attempts + 1):
+            try:
+                return fn()
+            except (GithubException, requests.exceptions.RequestException) as exc:
+                decision = self._retry_wait(exc, attempt)
+                if decision is None or attempt == self.policy.attempts:
+                    raise self._error(exc, what) from None
+                wait, why = decision
+                self.notice(f"{what}: {why}; retry {attempt} of "
+                            f"{self.policy.attempts - 1} in {wait:g}s")
+                self.policy.sleep(wait)
+                if on_retry is not None:
+                    found = on_retry()
+                    if found is not None:
+                        return found
+
+    def _repo(self, repo):
+        return self._gh.get_repo(repo)
+
+    # -- comments --------------------------------------------------------------------------------------
+
+    def list_comments(self, target) -> list[Comment]:
+        issue = self._repo(target.repo).get_issue(target.pr_number)
+        raw = self._call(f"list comments of {target}", lambda: list(issue.get_comments()))
+        return [_comment(c) for c in raw]
+
+    def create_comment(self, target, body, already_posted: Callable[[list[Comment]], Comment | None]):
+        """POST a comment. After a failed try, already_posted(fresh listing) decides if it went through."""
+        issue = self._repo(target.repo).get_issue(target.pr_number)
+
+        def look_again():
+            return already_posted(self.list_comments(target))
+
+        found = self._call(f"create a comment on {target}", lambda: issue.create_comment(body), look_again)
+        return found if isinstance(found, Comment) else _comment(found)
+
+    def edit_comment(self, comment, body):
+        self._call(f"edit comment {comment.id}", lambda: comment.raw.edit(body))
+        comment.body = body
+        return comment
+
+    def delete_comment(self, comment):
+        """Delete; False when it was already gone (another run deleted it)."""
+        from github import GithubException
+
+        def delete():
+            try:
+                comment.raw.delete()
+            except GithubException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return True
+
+        return self._call(f"delete comment {comment.id}", delete)
+
+    # -- labels ----------------------------------------------------------------------------------------
+
+    def labels(self, target):
+        issue = self._repo(target.repo).get_issue(target.pr_number)
+        return [label.name for label in self._call(f"list labels of {target}", lambda: list(issue.get_labels()))]
+
+    def remove_label(self, target, name):
+        """Remove a label; False when it was not there (someone else removed it first)."""
+        from github import GithubException
+
+        issue = self._repo(target.repo).get_issue(target.pr_number)
+        attempts = []
+
+        def remove():
+            attempts.append(1)
+            try:
+                issue.remove_from_labels(name)
+            except GithubException as exc:
+                # a 404 after a failed try means the failed try did remove it
+                if exc.status == 404 and _message(exc).lower().startswith("label does not exist"):
+                    return len(attempts) > 1
+                raise
+            return True
+
+        return self._call(f"remove label {name!r} from {target}", remove)
+
+    # -- pull requests and runs ------------------------------------------------------------------------
+
+    def pull(self, target):
+        """(head sha, head repository full name) of the pull request."""
+        pull = self._repo(target.repo).get_pull(target.pr_number)
+
+        def fetch():
+            head = pull.head
+            return head.sha, (head.repo.full_name if head.repo is not None else None)
+
+        return self._call(f"get pull request {target}", fetch)
+
+    def pull_commits(self, target):
+        pull = self._repo(target.repo).get_pull(target.pr_number)
+        return self._call(f"list commits of {target}", lambda: [c.sha for c in pull.get_commits()])
+
+    def workflow_run(self, repo, run_id):
+        run = self._repo(repo).get_workflow_run(run_id)
+
+        def fetch():
+            head_repo = run.head_repository
+            return WorkflowRunInfo(
+                id=run.id, head_sha=run.head_sha, head_repo=head_repo.full_name if head_repo else None,
+                event=run.event, conclusion=run.conclusion,
+                pull_requests=[p.number for p in run.pull_requests],
+            )
+
+        return self._call(f"get workflow run {run_id} of {repo}", fetch)
+
+    def artifacts(self, repo, run_id):
+        run = self._repo(repo).get_workflow_run(run_id)
+
+        def fetch():
+            return [ArtifactInfo(a.id, a.name, a.size_in_bytes, a.expired, a.archive_download_url)
+                    for a in run.get_artifacts()]
+
+        return self._call(f"list artifacts of run {run_id}", fetch)
+
+    def download(self, url, what, max_bytes):
+        """GET a binary (an artifact zip, following GitHub's redirect to storage) into memory."""
+        import requests
+
+        def fetch():
+            try:
+                _status, _headers, chunks = self._gh.requester.getStream(url, chunk_size=1 << 16)
+            except requests.exceptions.HTTPError as exc:
+                raise _http_error(exc) from None
+            data = bytearray()
+            for chunk in chunks:
+                data += chunk
+                if len(data) > max_bytes:
+                    raise UserError(f"{what}: larger than {max_bytes} bytes; refusing it")
+            return bytes(data)
+
+        return self._call(what, fetch)
+
+
+def _http_error(exc):
+    from github import GithubException
+
+    response = exc.response
+    if response is None:
+        return GithubException(0, {"message": str(exc)}, {})
+    try:
+        data = response.json()
+    except ValueError:
+        data = {"message": response.reason}
+    return GithubException(response.status_code, data, dict(response.headers))
+
+
+def _parse_retry_after(value):
+    value = str(value).strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 60.0
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def _comment(raw):
+    user = raw.user
+    return Comment(id=raw.id, body=raw.body or "", login=user.login if user else "",
+                   user_type=(user.type if user else "") or "", html_url=raw.html_url, raw=raw)

@@ -1,0 +1,108 @@
+"""The hidden marker that lets the bot find its own comments again, and GitHub's length limit.
+
+The rendered bodies stay byte-exact; the comment command appends, after a blank line, one HTML
+comment that GitHub does not render:
+
+    <!-- speedstats:speed-stats head=<sha> run=<run id> -->
+    <!-- speedstats:docs-preview -->
+    <!-- speedstats:automerge-removed job=<job, %-quoted> head=<sha> run=<run id> -->
+
+Fields are `key=value`, values %-quoted (urllib.parse.quote) so a job name with spaces stays one
+field; `post=<nonce>` is added in `--mode new` to tell one's own fresh comment from an earlier one.
+A marker counts only as the last line of a body, so a reply that quotes the bot ("> <!-- ...") is
+never taken for the bot's comment.
+"""
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+
+SPEED_STATS = "speed-stats"
+DOCS_PREVIEW = "docs-preview"
+AUTOMERGE_REMOVED = "automerge-removed"
+KINDS = (SPEED_STATS, DOCS_PREVIEW, AUTOMERGE_REMOVED)
+
+MAX_COMMENT_CHARS = 65536  # GitHub rejects longer bodies ("body is too long (maximum is 65536 characters)")
+
+# Comments of the bot this project replaces, which carry no marker.
+LEGACY_PREFIXES = {
+    SPEED_STATS: "<details>\n <summary>Speed stats:</summary>",
+    DOCS_PREVIEW: "View latest API docs preview at: ",
+}
+
+_MARKER_RE = re.compile(r"\n\n<!-- speedstats:(?P<kind>[a-z-]+)(?P<fields>(?: [a-z]+=[^\s>]*)*) -->\Z")
+
+
+@dataclass
+class Marker:
+    kind: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def head_sha(self) -> str | None:
+        return self.fields.get("head")
+
+    @property
+    def run_id(self) -> int | None:
+        value = self.fields.get("run", "")
+        return int(value) if value.isdigit() else None
+
+    def render(self):
+        parts = [f"speedstats:{self.kind}"]
+        parts += [f"{key}={urllib.parse.quote(str(value), safe='')}" for key, value in self.fields.items()
+                  if value is not None and value != ""]
+        return "\n\n<!-- " + " ".join(parts) + " -->"
+
+
+def make_marker(kind, **fields):
+    return Marker(kind, {k: str(v) for k, v in fields.items() if v is not None and v != ""})
+
+
+def parse_marker(body):
+    """The marker at the end of a comment body, or None."""
+    match = _MARKER_RE.search(body or "")
+    if match is None or match.group("kind") not in KINDS:
+        return None
+    fields = {}
+    for part in match.group("fields").split():
+        key, _, value = part.partition("=")
+        fields[key] = urllib.parse.unquote(value)
+    return Marker(match.group("kind"), fields)
+
+
+def strip_marker(body):
+    match = _MARKER_RE.search(body or "")
+    return body[: match.start()] if match else body
+
+
+def is_legacy(kind, body):
+    prefix = LEGACY_PREFIXES.get(kind)
+    return bool(prefix) and (body or "").startswith(prefix)
+
+
+def cut_note(omitted, total, limit):
+    return (f"\n\n_(comment cut to fit GitHub's limit of {limit} characters: "
+            f"{omitted} of {total} characters left out)_")
+
+
+def fit_body(body, marker_text, limit=MAX_COMMENT_CHARS):
+    """body + marker, cut at a line boundary with a note when longer than GitHub allows.
+
+    A cut keeps the markdown closed: an open code fence and an open <details> are closed before the
+    note, so the rest of the thread renders normally. The marker always survives.
+    """
+    if len(body) + len(marker_text) <= limit:
+        return body + marker_text
+    total = len(body)
+    # Reserve room for the closers and a note whose numbers have at most as many digits as `total`.
+    reserve = len(marker_text) + len(cut_note(total, total, limit)) + len("\n ``` \n\n</details>")
+    kept = body[: max(limit - reserve, 0)]
+    if "\n" in kept:
+        kept = kept[: kept.rindex("\n")]
+    closers = ""
+    if kept.count("```") % 2 == 1:
+        closers += "\n ``` "
+    if kept.count("<details>") > kept.count("</details>"):
+        closers += "\n\n</details>"
+    return kept + closers + cut_note(total - len(kept), total, limit) + marker_text

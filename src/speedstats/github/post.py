@@ -1,0 +1,208 @@
+"""Posting: the Speed-stats comment (update or new), the docs-preview link and the automerge guard.
+
+Update mode keeps one comment per kind on a pull request. It finds the bot's comment by its marker
+(any author, unless `author` is given) or, for a pull request that the old bot commented on, by the
+old bot's text; it edits that comment, or creates one. Find-then-create is not atomic, so after every
+write it lists again and, when two runs both created one, keeps the newest body (by the head commit's
+place in the pull request) in the oldest comment and deletes the others. Every run that sees the
+duplicates makes the same choice, so concurrent runs converge on one comment.
+"""
+from __future__ import annotations
+
+import secrets
+import sys
+from dataclasses import dataclass
+
+from speedstats.github.markers import (
+    AUTOMERGE_REMOVED,
+    DOCS_PREVIEW,
+    fit_body,
+    is_legacy,
+    make_marker,
+    parse_marker,
+)
+
+MODES = ("update", "new")
+
+
+@dataclass
+class Outcome:
+    action: str  # created, updated, unchanged, kept-newer, skipped, dry-run
+    message: str
+    comment: object | None = None  # client.Comment
+
+    @property
+    def url(self):
+        return self.comment.html_url if self.comment is not None else None
+
+
+def docs_preview_text(base_url, owner, repo, number):
+    from speedstats.render import render_docs_preview
+
+    return render_docs_preview(base_url, owner, repo, number)
+
+
+def automerge_removed_text(job, label="automerge"):
+    from speedstats.render import render_automerge_removed
+
+    return render_automerge_removed(job, label)
+
+
+def _same_author(comment, author):
+    return author is None or comment.login.lower() == author.lower()
+
+
+def own_comments(comments, kind, author=None):
+    """The bot's comments of a kind, recognised by their marker (and author, when given)."""
+    out = []
+    for comment in comments:
+        marker = parse_marker(comment.body)
+        if marker is not None and marker.kind == kind and _same_author(comment, author):
+            out.append(comment)
+    return out
+
+
+def legacy_comments(comments, kind, author=None):
+    """The old bot's comments of a kind: its text, no marker, posted by a bot (or by `author`)."""
+    return [c for c in comments
+            if parse_marker(c.body) is None and is_legacy(kind, c.body)
+            and (c.login.lower() == author.lower() if author else c.user_type == "Bot")]
+
+
+class HeadOrder:
+    """Orders head commits by their place in the pull request (later is newer); unknown ones first."""
+
+    def __init__(self, client, target):
+        self.client, self.target = client, target
+        self._index = None
+
+    def rank(self, sha):
+        if sha is None:
+            return -1
+        if self._index is None:
+            commits = self.client.pull_commits(self.target)
+            self._index = {c: i for i, c in enumerate(commits)}
+        return self._index.get(sha, -1)
+
+    def newer(self, sha_a, sha_b):
+        """True when sha_a is known to come after sha_b."""
+        if sha_a is None or sha_b is None or sha_a == sha_b:
+            return False
+        return self.rank(sha_a) > self.rank(sha_b)
+
+
+def resolve_duplicates(client, target, kind, comments, author=None, order=None):
+    """Keep one comment of a kind: the newest body in the oldest comment. Returns the survivor."""
+    mine = own_comments(comments, kind, author)
+    if len(mine) <= 1:
+        return mine[0] if mine else None
+    order = order or HeadOrder(client, target)
+    markers = {c.id: parse_marker(c.body) for c in mine}
+    several_heads = len({m.head_sha for m in markers.values()}) > 1
+
+    def recency(c):
+        m = markers[c.id]
+        return (order.rank(m.head_sha) if several_heads else 0, m.run_id or -1, c.id)
+
+    keep = min(mine, key=lambda c: c.id)
+    winner = max(mine, key=recency)
+    if keep.body != winner.body:
+        client.edit_comment(keep, winner.body)
+    for comment in mine:
+        if comment is not keep:
+            client.delete_comment(comment)
+    client.notice(f"{target}: {len(mine)} {kind} comments found (concurrent runs); kept comment {keep.id}")
+    return keep
+
+
+def _print_plan(out, lines, body=None):
+    print("speedstats: dry run, nothing is sent", file=out)
+    for line in lines:
+        print(line, file=out)
+    if body is not None:
+        print(file=out)
+        print(body, file=out)
+
+
+def post_comment(client, target, kind, body, mode="update", author=None, dry_run=False, out=None,
+                 api_url=""):
+    """Post or update one comment of a kind with its marker. client may be None for an offline dry run."""
+    out = out or sys.stdout
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    fields = {"head": target.head_sha, "run": target.run_id} if kind != DOCS_PREVIEW else {}
+    if mode == "new":
+        fields["post"] = secrets.token_hex(6)
+    full = fit_body(body, make_marker(kind, **fields).render())
+    create_url = f"POST {api_url}/repos/{target.repo}/issues/{target.pr_number}/comments"
+    if client is None:
+        what = "(no token: existing comments were not looked up)" if mode == "update" else ""
+        _print_plan(out, [f"{create_url} {what}".rstrip()], full)
+        return Outcome("dry-run", "dry run")
+
+    comments = client.list_comments(target)
+    if mode == "new":
+        if dry_run:
+            _print_plan(out, [create_url], full)
+            return Outcome("dry-run", "dry run")
+        created = client.create_comment(target, full, lambda cs: next((c for c in cs if c.body == full), None))
+        return Outcome("created", f"{target}: created comment {created.id}", created)
+
+    mine = own_comments(comments, kind, author)
+    legacy = legacy_comments(comments, kind, author)
+    existing = min(mine, key=lambda c: c.id) if mine else (max(legacy, key=lambda c: c.id) if legacy else None)
+    order = HeadOrder(client, target)
+    if existing is not None:
+        existing_marker = parse_marker(existing.body)
+        if existing.body == full or (existing_marker is None and existing.body == body):
+            outcome = Outcome("unchanged", f"{target}: comment {existing.id} is already up to date", existing)
+        elif existing_marker is not None and order.newer(existing_marker.head_sha, target.head_sha):
+            outcome = Outcome("kept-newer", f"{target}: comment {existing.id} has results of a newer commit "
+                                            f"({existing_marker.head_sha[:12]}); left as it is", existing)
+        elif dry_run:
+            _print_plan(out, [f"PATCH {api_url}/repos/{target.repo}/issues/comments/{existing.id}"], full)
+            return Outcome("dry-run", "dry run", existing)
+        else:
+            client.edit_comment(existing, full)
+            outcome = Outcome("updated", f"{target}: updated comment {existing.id}", existing)
+    elif dry_run:
+        _print_plan(out, [create_url], full)
+        return Outcome("dry-run", "dry run")
+    else:
+        created = client.create_comment(target, full, lambda cs: next(
+            (c for c in own_comments(cs, kind, author) if c.body == full), None))
+        outcome = Outcome("created", f"{target}: created comment {created.id}", created)
+    if outcome.action in ("created", "updated") or len(mine) > 1:
+        survivor = resolve_duplicates(client, target, kind, client.list_comments(target), author, order)
+        if survivor is not None:
+            outcome.comment = survivor
+    return outcome
+
+
+def automerge_guard(client, target, job, label="automerge", status="failure", dry_run=False, out=None,
+                    api_url=""):
+    """When the job failed and the pull request has the label: remove it, then say so once."""
+    out = out or sys.stdout
+    if status != "failure":
+        return Outcome("skipped", f"{target}: job {job!r} status is {status}; automerge label left alone")
+    body = automerge_removed_text(job, label)
+    full = fit_body(body, make_marker(AUTOMERGE_REMOVED, job=job, head=target.head_sha,
+                                      run=target.run_id).render())
+    delete_url = f"DELETE {api_url}/repos/{target.repo}/issues/{target.pr_number}/labels/{label}"
+    create_url = f"POST {api_url}/repos/{target.repo}/issues/{target.pr_number}/comments"
+    if client is None:
+        _print_plan(out, [f"{delete_url} (when the label is present; no token to look)", create_url], full)
+        return Outcome("dry-run", "dry run")
+    present = [name for name in client.labels(target) if name.lower() == label.lower()]
+    if not present:
+        return Outcome("skipped", f"{target}: no {label!r} label; nothing to do")
+    if dry_run:
+        _print_plan(out, [delete_url, create_url], full)
+        return Outcome("dry-run", "dry run")
+    if not client.remove_label(target, present[0]):
+        return Outcome("skipped", f"{target}: the {label!r} label was removed by another run")
+    said = [c for c in client.list_comments(target) if c.body == full]
+    if said:
+        return Outcome("unchanged", f"{target}: removed label {label!r}; already said so", said[0])
+    created = client.create_comment(target, full, lambda cs: next((c for c in cs if c.body == full), None))
+    return Outcome("created", f"{target}: removed label {label!r} and commented", created)

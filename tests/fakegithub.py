@@ -1,0 +1,729 @@
+"""A small GitHub REST server on loopback, with in-memory state, for tests.
+
+It speaks the endpoints the bot uses, closely enough for PyGithub:
+
+    GET    /repos/{o}/{r}                              GET /repos/{o}/{r}/issues/{n}
+    GET    /repos/{o}/{r}/issues/{n}/comments          POST /repos/{o}/{r}/issues/{n}/comments
+    PATCH  /repos/{o}/{r}/issues/comments/{id}         DELETE /repos/{o}/{r}/issues/comments/{id}
+    GET    /repos/{o}/{r}/issues/{n}/labels            DELETE /repos/{o}/{r}/issues/{n}/labels/{name}
+    GET    /repos/{o}/{r}/pulls/{n}                    GET /repos/{o}/{r}/pulls/{n}/commits
+    GET    /repos/{o}/{r}/actions/runs/{id}            GET /repos/{o}/{r}/actions/runs/{id}/artifacts
+    GET    /repos/{o}/{r}/actions/artifacts/{id}/zip   (302 to /_blobs/{id}, which serves the zip)
+
+Usage:
+
+    with FakeGitHub() as gh:
+        gh.add_token("ghs_secret", login="github-actions[bot]")       # write access by default
+        gh.add_pull("o/r", 7, labels=["automerge"], head_sha="a" * 40)
+        gh.fail("POST", "/repos/o/r/issues/7/comments", status=500, after=True)  # stored, then 500
+        ... point PyGithub (or `speedstats --api-url`) at gh.url ...
+        gh.comments("o/r", 7)   # final state: [{"id", "body", "login", ...}, ...] oldest first
+        gh.labels("o/r", 7)     # ["automerge", ...]
+
+Authentication: a request must carry `Authorization: token T` (or `Bearer T`) for a token added with
+add_token, else 401 "Bad credentials". A token added with write=False gets the 403 "Resource not
+accessible by integration" that GitHub gives a fork's pull request on every write.
+
+Faults: fail() answers matching requests with a status (a 403 with retry_after is a secondary rate
+limit); with after=True the request takes effect first and then fails, like a 5xx behind which
+GitHub did store the comment. hold() makes the first N matching requests wait for each other, which
+forces two clients to interleave. Every request is recorded in `gh.requests`.
+
+Helpers: actions_env(gh, token, repo, tmp_path, event=event_payload("pull_request", ...)) builds
+the environment of an Actions job aimed at the fake (waits scaled down); run_speedstats(argv, env)
+runs the CLI in-process, or as a `python -m speedstats` subprocess with subprocess_=True.
+"""
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from unittest import mock
+
+MAX_COMMENT_CHARS = 65536
+FORK_MESSAGE = "Resource not accessible by integration"
+SECONDARY_RATE_LIMIT_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+_TIMESTAMP = "2024-01-01T00:00:{:02d}Z"
+
+
+@dataclass
+class Token:
+    login: str
+    write: bool = True
+    user_type: str = "Bot"
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: str
+    status: int
+    times: int
+    after: bool
+    headers: dict[str, str]
+    message: str | None
+
+
+@dataclass
+class Hold:
+    method: str
+    pattern: str
+    parties: int
+    timeout_s: float
+    arrived: int = 0
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    status: int = 0
+
+
+@dataclass
+class _Issue:
+    number: int
+    is_pull: bool
+    labels: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)  # pull requests: oldest first, last is the head
+    head_repo: str | None = None
+
+
+@dataclass
+class _Run:
+    id: int
+    head_sha: str
+    pull_requests: list[int]
+    conclusion: str
+    event: str
+    head_repo: str | None
+    name: str
+
+
+@dataclass
+class _Artifact:
+    id: int
+    run_id: int
+    name: str
+    data: bytes
+    expired: bool
+
+
+class FakeGitHub:
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._tokens: dict[str, Token] = {}
+        self._repos: dict[str, dict[int, _Issue]] = {}
+        self._comments: dict[int, dict] = {}  # id -> {"repo", "number", "body", "login", "user_type", ...}
+        self._runs: dict[str, dict[int, _Run]] = {}
+        self._artifacts: dict[int, _Artifact] = {}
+        self._faults: list[Fault] = []
+        self._holds: list[Hold] = []
+        self._next_id = 1000
+        self._clock = 0
+        self.requests: list[RecordedRequest] = []
+        self._server = None
+        self._thread = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self):
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
+                                        name="fakegithub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        if self._server is not None:
+            with self._cond:
+                self._holds.clear()
+                self._cond.notify_all()
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(timeout=5)
+            self._server = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def url(self):
+        """The API base URL, e.g. http://127.0.0.1:40123 (what GITHUB_API_URL would hold)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- setting up state ------------------------------------------------------------------------------
+
+    def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot"):
+        with self._lock:
+            self._tokens[token] = Token(login=login, write=write, user_type=user_type)
+
+    def add_repo(self, repo):
+        with self._lock:
+            self._repos.setdefault(repo, {})
+            self._runs.setdefault(repo, {})
+
+    def add_pull(self, repo, number, labels=(), head_sha=None, commits=None, head_repo=None):
+        """A pull request; commits (oldest first) default to [head_sha]; head_repo defaults to repo."""
+        self.add_repo(repo)
+        shas = list(commits) if commits else [head_sha or f"{number:040x}"]
+        if head_sha and shas[-1] != head_sha:
+            shas.append(head_sha)
+        with self._lock:
+            self._repos[repo][number] = _Issue(number, True, list(labels), shas, head_repo or repo)
+        return number
+
+    def add_issue(self, repo, number, labels=()):
+        self.add_repo(repo)
+        with self._lock:
+            self._repos[repo][number] = _Issue(number, False, list(labels))
+        return number
+
+    def push(self, repo, number, sha):
+        """A new head commit on the pull request."""
+        with self._lock:
+            self._repos[repo][number].commits.append(sha)
+
+    def add_label(self, repo, number, name):
+        with self._lock:
+            labels = self._repos[repo][number].labels
+            if name not in labels:
+                labels.append(name)
+
+    def add_comment(self, repo, number, body, login="someone", user_type="User"):
+        """A comment as if someone posted it; returns its id."""
+        with self._lock:
+            return self._store_comment(repo, number, body, login, user_type)["id"]
+
+    def add_workflow_run(self, repo, run_id, head_sha, pull_requests=(), conclusion="success",
+                         event="pull_request", head_repo=None, name="Speed stats"):
+        """A completed workflow run. A fork's run has pull_requests=() and head_repo='fork/r'."""
+        self.add_repo(repo)
+        with self._lock:
+            self._runs[repo][run_id] = _Run(run_id, head_sha, list(pull_requests), conclusion, event,
+                                            head_repo or repo, name)
+        return run_id
+
+    def add_artifact(self, repo, run_id, name, data, expired=False):
+        """An artifact of a run; data is the zip archive's bytes. Returns its id."""
+        with self._lock:
+            self._next_id += 1
+            self._artifacts[self._next_id] = _Artifact(self._next_id, run_id, name, bytes(data), expired)
+            return self._next_id
+
+    # -- faults ----------------------------------------------------------------------------------------
+
+    def fail(self, method, path, status=500, times=1, after=False, headers=None, message=None):
+        """Answer the next `times` requests matching method and path (a glob) with `status`.
+
+        after=True lets the request take effect before the error is returned.
+        """
+        with self._lock:
+            self._faults.append(Fault(method.upper(), path, status, times, after, dict(headers or {}), message))
+
+    def rate_limit(self, method, path, retry_after=1, times=1):
+        """A secondary rate limit: 403 with Retry-After, as GitHub sends it."""
+        self.fail(method, path, status=403, times=times, headers={"Retry-After": str(retry_after)},
+                  message=SECONDARY_RATE_LIMIT_MESSAGE)
+
+    def hold(self, method, path, parties=2, timeout_s=10.0):
+        """The first `parties` matching requests wait until all of them have arrived (or timeout)."""
+        with self._lock:
+            self._holds.append(Hold(method.upper(), path, parties, timeout_s))
+
+    # -- reading state ---------------------------------------------------------------------------------
+
+    def comments(self, repo, number):
+        """The comments on an issue or pull request, oldest first: dicts with id, body, login."""
+        with self._lock:
+            return [dict(c) for c in sorted(self._comments.values(), key=lambda c: c["id"])
+                    if c["repo"] == repo and c["number"] == number]
+
+    def labels(self, repo, number):
+        with self._lock:
+            return list(self._repos[repo][number].labels)
+
+    def requests_matching(self, method, path):
+        with self._lock:
+            return [r for r in self.requests if r.method == method.upper() and fnmatch.fnmatchcase(r.path, path)]
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _tick(self):
+        self._clock += 1
+        return _TIMESTAMP.format(self._clock % 60)
+
+    def _store_comment(self, repo, number, body, login, user_type):
+        self._next_id += 1
+        now = self._tick()
+        comment = {"id": self._next_id, "repo": repo, "number": number, "body": body, "login": login,
+                   "user_type": user_type, "created_at": now, "updated_at": now}
+        self._comments[comment["id"]] = comment
+        return comment
+
+    def _take_fault(self, method, path):
+        for fault in self._faults:
+            if fault.method == method and fnmatch.fnmatchcase(path, fault.pattern) and fault.times > 0:
+                fault.times -= 1
+                return fault
+        return None
+
+    def _wait_at_hold(self, method, path):
+        with self._cond:
+            hold = next((h for h in self._holds if h.method == method and h.arrived < h.parties
+                         and fnmatch.fnmatchcase(path, h.pattern)), None)
+            if hold is None:
+                return
+            hold.arrived += 1
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: hold.arrived >= hold.parties or all(h is not hold for h in self._holds),
+                                timeout=hold.timeout_s)
+
+
+_ROUTES = []
+
+
+def _route(method, pattern):
+    def register(fn):
+        _ROUTES.append((method, re.compile("^" + pattern + "$"), fn))
+        return fn
+    return register
+
+
+class _Reply(Exception):
+    def __init__(self, status, payload=None, headers=None, raw=None):
+        super().__init__(status)
+        self.status = status
+        self.payload = payload
+        self.headers = headers or {}
+        self.raw = raw
+
+
+def _error(status, message):
+    return _Reply(status, {"message": message, "documentation_url": "https://docs.github.com/rest"})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeGitHub = None
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self._serve("GET")
+
+    def do_POST(self):
+        self._serve("POST")
+
+    def do_PATCH(self):
+        self._serve("PATCH")
+
+    def do_DELETE(self):
+        self._serve("DELETE")
+
+    def _serve(self, method):
+        fake = self.fake
+        parsed = urllib.parse.urlsplit(self.path)
+        path = urllib.parse.unquote(parsed.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        record = RecordedRequest(method, path, urllib.parse.parse_qs(parsed.query), dict(self.headers.items()), body)
+        with fake._lock:
+            fake.requests.append(record)
+        fake._wait_at_hold(method, path)
+        with fake._lock:
+            fault = fake._take_fault(method, path)
+            try:
+                if fault is not None and not fault.after:
+                    raise self._fault_reply(fault)
+                reply = self._dispatch(method, path, record)
+                if fault is not None:
+                    raise self._fault_reply(fault)
+            except _Reply as exc:
+                reply = exc
+            record.status = reply.status
+        self._send(reply)
+
+    @staticmethod
+    def _fault_reply(fault):
+        default = {401: "Bad credentials", 403: FORK_MESSAGE, 404: "Not Found", 422: "Validation Failed"}
+        message = fault.message or default.get(fault.status, "Server Error")
+        reply = _error(fault.status, message)
+        reply.headers.update(fault.headers)
+        return reply
+
+    def _dispatch(self, method, path, record):
+        if path.startswith("/_blobs/"):  # the storage an artifact download redirects to: no token needed
+            return self._blob(path)
+        token = self._token(record)
+        for route_method, regex, fn in _ROUTES:
+            match = regex.match(path)
+            if match and route_method == method:
+                return fn(self, token, record, **match.groupdict())
+        raise _error(404, "Not Found")
+
+    def _token(self, record):
+        value = record.headers.get("Authorization") or record.headers.get("authorization") or ""
+        scheme, _, secret = value.partition(" ")
+        token = self.fake._tokens.get(secret) if scheme.lower() in ("token", "bearer") else None
+        if token is None:
+            raise _error(401, "Bad credentials")
+        return token
+
+    def _send(self, reply):
+        if reply.raw is not None:
+            data, content_type = reply.raw, "application/zip"
+        elif reply.payload is None:
+            data, content_type = b"", None
+        else:
+            data, content_type = json.dumps(reply.payload).encode(), "application/json; charset=utf-8"
+        self.send_response(reply.status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    # -- helpers building GitHub's JSON ------------------------------------------------------------------
+
+    @property
+    def base(self):
+        return self.fake.url
+
+    def _issue(self, repo, number):
+        issue = self.fake._repos.get(repo, {}).get(int(number))
+        if issue is None:
+            raise _error(404, "Not Found")
+        return issue
+
+    def _require_write(self, token):
+        if not token.write:
+            raise _error(403, FORK_MESSAGE)
+
+    def _user(self, login, user_type):
+        return {"login": login, "id": abs(hash(login)) % 10**8, "type": user_type,
+                "url": f"{self.base}/users/{urllib.parse.quote(login)}"}
+
+    def _comment_json(self, c):
+        repo, number = c["repo"], c["number"]
+        return {
+            "id": c["id"], "node_id": f"IC_{c['id']}", "body": c["body"],
+            "url": f"{self.base}/repos/{repo}/issues/comments/{c['id']}",
+            "html_url": f"{self.base}/{repo}/pull/{number}#issuecomment-{c['id']}",
+            "issue_url": f"{self.base}/repos/{repo}/issues/{number}",
+            "user": self._user(c["login"], c["user_type"]),
+            "created_at": c["created_at"], "updated_at": c["updated_at"], "author_association": "NONE",
+        }
+
+    def _label_json(self, repo, name):
+        return {"id": abs(hash(name)) % 10**8, "name": name, "color": "ededed", "default": False,
+                "url": f"{self.base}/repos/{repo}/labels/{urllib.parse.quote(name)}"}
+
+    def _repo_json(self, repo):
+        owner, name = repo.split("/", 1)
+        return {"id": abs(hash(repo)) % 10**8, "name": name, "full_name": repo,
+                "owner": self._user(owner, "User"), "url": f"{self.base}/repos/{repo}",
+                "html_url": f"{self.base}/{repo}"}
+
+    def _pull_json(self, repo, issue):
+        head = issue.commits[-1]
+        return {
+            "number": issue.number, "state": "open", "url": f"{self.base}/repos/{repo}/pulls/{issue.number}",
+            "html_url": f"{self.base}/{repo}/pull/{issue.number}",
+            "head": {"sha": head, "ref": f"pr-{issue.number}", "repo": self._repo_json(issue.head_repo)},
+            "base": {"sha": "0" * 40, "ref": "main", "repo": self._repo_json(repo)},
+            "labels": [self._label_json(repo, n) for n in issue.labels],
+        }
+
+    def _paginate(self, record, items):
+        per_page = min(int((record.query.get("per_page") or ["30"])[0]), 100)
+        page = int((record.query.get("page") or ["1"])[0])
+        chunk = items[(page - 1) * per_page: page * per_page]
+        headers = {}
+        if page * per_page < len(items):
+            query = {k: v[0] for k, v in record.query.items()}
+            query.update(page=str(page + 1), per_page=str(per_page))
+            headers["Link"] = f'<{self.base}{record.path}?{urllib.parse.urlencode(query)}>; rel="next"'
+        return chunk, headers
+
+    def _json_body(self, record):
+        try:
+            return json.loads(record.body or b"{}")
+        except ValueError:
+            raise _error(400, "Problems parsing JSON") from None
+
+    def _blob(self, path):
+        artifact = self.fake._artifacts.get(int(path.rsplit("/", 1)[-1]))
+        if artifact is None:
+            raise _error(404, "Not Found")
+        return _Reply(200, raw=artifact.data)
+
+    def _run(self, repo, run_id):
+        run = self.fake._runs.get(repo, {}).get(int(run_id))
+        if run is None:
+            raise _error(404, "Not Found")
+        return run
+
+
+def _check_body(payload):
+    body = payload.get("body")
+    if not isinstance(body, str) or not body:
+        raise _error(422, "Validation Failed")
+    if len(body) > MAX_COMMENT_CHARS:
+        reply = _error(422, "Validation Failed")
+        reply.payload["errors"] = [{"resource": "IssueComment", "code": "custom", "field": "body",
+                                    "message": f"body is too long (maximum is {MAX_COMMENT_CHARS} characters)"}]
+        raise reply
+    return body
+
+
+_REPO = r"/repos/(?P<repo>[^/]+/[^/]+)"
+
+
+@_route("GET", _REPO)
+def _get_repo(h, token, record, repo):
+    if repo not in h.fake._repos:
+        raise _error(404, "Not Found")
+    return _Reply(200, h._repo_json(repo))
+
+
+@_route("GET", _REPO + r"/issues/(?P<number>\d+)")
+def _get_issue(h, token, record, repo, number):
+    issue = h._issue(repo, number)
+    data = {"number": issue.number, "state": "open", "title": f"#{issue.number}",
+            "url": f"{h.base}/repos/{repo}/issues/{issue.number}",
+            "html_url": f"{h.base}/{repo}/issues/{issue.number}",
+            "labels": [h._label_json(repo, n) for n in issue.labels]}
+    if issue.is_pull:
+        data["pull_request"] = {"url": f"{h.base}/repos/{repo}/pulls/{issue.number}"}
+    return _Reply(200, data)
+
+
+@_route("GET", _REPO + r"/issues/(?P<number>\d+)/comments")
+def _list_comments(h, token, record, repo, number):
+    h._issue(repo, number)
+    items = [h._comment_json(c) for c in h.fake.comments(repo, int(number))]
+    chunk, headers = h._paginate(record, items)
+    return _Reply(200, chunk, headers)
+
+
+@_route("POST", _REPO + r"/issues/(?P<number>\d+)/comments")
+def _create_comment(h, token, record, repo, number):
+    h._issue(repo, number)
+    h._require_write(token)
+    body = _check_body(h._json_body(record))
+    comment = h.fake._store_comment(repo, int(number), body, token.login, token.user_type)
+    return _Reply(201, h._comment_json(comment))
+
+
+def _stored_comment(h, repo, comment_id):
+    comment = h.fake._comments.get(int(comment_id))
+    if comment is None or comment["repo"] != repo:
+        raise _error(404, "Not Found")
+    return comment
+
+
+@_route("GET", _REPO + r"/issues/comments/(?P<comment_id>\d+)")
+def _get_comment(h, token, record, repo, comment_id):
+    return _Reply(200, h._comment_json(_stored_comment(h, repo, comment_id)))
+
+
+@_route("PATCH", _REPO + r"/issues/comments/(?P<comment_id>\d+)")
+def _edit_comment(h, token, record, repo, comment_id):
+    comment = _stored_comment(h, repo, comment_id)
+    h._require_write(token)
+    comment["body"] = _check_body(h._json_body(record))
+    comment["updated_at"] = h.fake._tick()
+    return _Reply(200, h._comment_json(comment))
+
+
+@_route("DELETE", _REPO + r"/issues/comments/(?P<comment_id>\d+)")
+def _delete_comment(h, token, record, repo, comment_id):
+    comment = _stored_comment(h, repo, comment_id)
+    h._require_write(token)
+    del h.fake._comments[comment["id"]]
+    return _Reply(204)
+
+
+@_route("GET", _REPO + r"/issues/(?P<number>\d+)/labels")
+def _list_labels(h, token, record, repo, number):
+    issue = h._issue(repo, number)
+    chunk, headers = h._paginate(record, [h._label_json(repo, n) for n in issue.labels])
+    return _Reply(200, chunk, headers)
+
+
+@_route("DELETE", _REPO + r"/issues/(?P<number>\d+)/labels/(?P<name>[^/]+)")
+def _remove_label(h, token, record, repo, number, name):
+    issue = h._issue(repo, number)
+    h._require_write(token)
+    matching = [n for n in issue.labels if n.lower() == name.lower()]
+    if not matching:
+        raise _error(404, "Label does not exist")
+    issue.labels.remove(matching[0])
+    return _Reply(200, [h._label_json(repo, n) for n in issue.labels])
+
+
+@_route("GET", _REPO + r"/pulls/(?P<number>\d+)")
+def _get_pull(h, token, record, repo, number):
+    issue = h._issue(repo, number)
+    if not issue.is_pull:
+        raise _error(404, "Not Found")
+    return _Reply(200, h._pull_json(repo, issue))
+
+
+@_route("GET", _REPO + r"/pulls/(?P<number>\d+)/commits")
+def _list_pull_commits(h, token, record, repo, number):
+    issue = h._issue(repo, number)
+    if not issue.is_pull:
+        raise _error(404, "Not Found")
+    items = [{"sha": sha, "url": f"{h.base}/repos/{repo}/commits/{sha}", "commit": {"message": sha[:7]}}
+             for sha in issue.commits]
+    chunk, headers = h._paginate(record, items)
+    return _Reply(200, chunk, headers)
+
+
+@_route("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)")
+def _get_run(h, token, record, repo, run_id):
+    run = h._run(repo, run_id)
+    pulls = []
+    for number in run.pull_requests:
+        issue = h._issue(repo, number)
+        pulls.append({"number": number, "url": f"{h.base}/repos/{repo}/pulls/{number}",
+                      "head": {"sha": issue.commits[-1], "ref": f"pr-{number}"},
+                      "base": {"sha": "0" * 40, "ref": "main"}})
+    return _Reply(200, {
+        "id": run.id, "name": run.name, "event": run.event, "status": "completed",
+        "conclusion": run.conclusion, "head_sha": run.head_sha, "head_branch": "pr",
+        "head_repository": h._repo_json(run.head_repo), "repository": h._repo_json(repo),
+        "pull_requests": pulls, "url": f"{h.base}/repos/{repo}/actions/runs/{run.id}",
+        "html_url": f"{h.base}/{repo}/actions/runs/{run.id}",
+        "artifacts_url": f"{h.base}/repos/{repo}/actions/runs/{run.id}/artifacts",
+    })
+
+
+def _artifact_json(h, repo, artifact):
+    return {"id": artifact.id, "node_id": f"A_{artifact.id}", "name": artifact.name,
+            "size_in_bytes": len(artifact.data), "expired": artifact.expired,
+            "url": f"{h.base}/repos/{repo}/actions/artifacts/{artifact.id}",
+            "archive_download_url": f"{h.base}/repos/{repo}/actions/artifacts/{artifact.id}/zip",
+            "workflow_run": {"id": artifact.run_id}}
+
+
+@_route("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)/artifacts")
+def _list_artifacts(h, token, record, repo, run_id):
+    run = h._run(repo, run_id)
+    items = [_artifact_json(h, repo, a) for a in sorted(h.fake._artifacts.values(), key=lambda a: a.id)
+             if a.run_id == run.id]
+    chunk, headers = h._paginate(record, items)
+    return _Reply(200, {"total_count": len(items), "artifacts": chunk}, headers)
+
+
+@_route("GET", _REPO + r"/actions/artifacts/(?P<artifact_id>\d+)/zip")
+def _download_artifact(h, token, record, repo, artifact_id):
+    artifact = h.fake._artifacts.get(int(artifact_id))
+    if artifact is None or artifact.run_id not in h.fake._runs.get(repo, {}):
+        raise _error(404, "Not Found")
+    if artifact.expired:
+        raise _error(410, "Artifact has expired")
+    return _Reply(302, headers={"Location": f"{h.base}/_blobs/{artifact.id}"})
+
+
+# -- helpers for tests that run speedstats against the fake ------------------------------------------------
+
+
+def event_payload(kind, repo, number=None, head_sha=None, run_id=None):
+    """A minimal GITHUB_EVENT_PATH payload: pull_request, issue_comment, workflow_run, push, ..."""
+    payload = {"repository": {"full_name": repo}}
+    if kind in ("pull_request", "pull_request_target"):
+        payload["pull_request"] = {"number": number, "head": {"sha": head_sha}}
+    elif kind == "issue_comment":
+        payload["issue"] = {"number": number, "pull_request": {"url": f"/repos/{repo}/pulls/{number}"}}
+    elif kind == "workflow_run":
+        pulls = [{"number": number, "head": {"sha": head_sha}}] if number else []
+        payload["workflow_run"] = {"id": run_id, "head_sha": head_sha, "pull_requests": pulls}
+    return payload
+
+
+def actions_env(gh, token, repo, tmp_path, event_name=None, event=None, **extra):
+    """Environment variables as a GitHub Actions job would have them, aimed at the fake.
+
+    Waits (retry backoff, Retry-After, PyGithub's pacing) are scaled down to a thousandth so tests
+    stay fast. With event (a payload dict), it is written under tmp_path and GITHUB_EVENT_PATH set.
+    """
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_API_URL": gh.url,
+        "GITHUB_REPOSITORY": repo,
+        "GITHUB_TOKEN": token,
+        "SPEEDSTATS_GITHUB_TIME_SCALE": "0.001",
+    }
+    if event is not None:
+        path = tmp_path / f"event-{len(list(tmp_path.glob('event-*.json')))}.json"
+        path.write_text(json.dumps(event), encoding="utf-8")
+        env["GITHUB_EVENT_PATH"] = str(path)
+        env["GITHUB_EVENT_NAME"] = event_name or next(
+            (k for k in ("pull_request", "workflow_run") if k in event), "push")
+    elif event_name:
+        env["GITHUB_EVENT_NAME"] = event_name
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+@dataclass
+class CommandResult:
+    rc: int
+    out: str
+    err: str
+
+
+_OWN_ENV_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_")
+
+
+def run_speedstats(argv, env, subprocess_=False, timeout=60):
+    """Run `speedstats ARGV` with env (and none of the outer job's GITHUB_*/INPUT_* variables).
+
+    In-process by default (fast); subprocess_=True spawns `python -m speedstats` with PYTHONPATH=src.
+    """
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
+    full_env.update({k: str(v) for k, v in env.items()})
+    if subprocess_:
+        src = str(Path(__file__).resolve().parents[1] / "src")
+        full_env["PYTHONPATH"] = src + os.pathsep + full_env.get("PYTHONPATH", "")
+        proc = subprocess.run([sys.executable, "-m", "speedstats", *map(str, argv)], env=full_env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+    from speedstats.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, full_env, clear=True), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:  # argparse errors
+            rc = exc.code if isinstance(exc.code, int) else 1
+    return CommandResult(rc, out.getvalue(), err.getvalue())

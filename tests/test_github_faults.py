@@ -1,0 +1,158 @@
+"""Faults: 5xx and rate limits are retried without duplicates; 401/404 are clear errors; a fork's
+read-only token ends in the job summary; the token never shows in any output or log."""
+
+import logging
+
+import pytest
+
+from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+
+REPO = "o/r"
+TOKEN = "ghs_Fau1tT0kenThatMustNeverBePrinted00002"
+SHA = "a" * 40
+BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n figures\n ``` \n\n</details>"
+CREATE = f"/repos/{REPO}/issues/7/comments"
+
+
+@pytest.fixture
+def gh():
+    with FakeGitHub() as server:
+        server.add_token(TOKEN)
+        server.add_pull(REPO, 7, labels=["automerge"], head_sha=SHA)
+        yield server
+
+
+@pytest.fixture
+def body_file(tmp_path):
+    path = tmp_path / "comment.md"
+    path.write_text(BODY, encoding="utf-8")
+    return path
+
+
+def env_for(gh, tmp_path, token=TOKEN, **extra):
+    event = event_payload("pull_request", REPO, number=7, head_sha=SHA)
+    return actions_env(gh, token, REPO, tmp_path, event=event, GITHUB_RUN_ID=42, **extra)
+
+
+@pytest.mark.parametrize("mode", ["update", "new"])
+def test_a_500_after_the_comment_was_stored_leaves_one_comment(gh, tmp_path, body_file, mode):
+    gh.fail("POST", CREATE, status=500, after=True)
+    result = run_speedstats(["comment", "--body-file", body_file, "--mode", mode], env_for(gh, tmp_path))
+    assert result.rc == 0, result.err
+    assert "GitHub answered 500" in result.err
+    (comment,) = gh.comments(REPO, 7)
+    assert comment["body"].startswith(BODY + "\n\n<!-- speedstats:speed-stats")
+    assert len(gh.requests_matching("POST", CREATE)) == 1  # found it on the re-list, did not post again
+
+
+def test_a_500_before_storing_is_retried_until_it_goes_through(gh, tmp_path, body_file):
+    gh.fail("POST", CREATE, status=502, times=2)
+    gh.fail("GET", CREATE, status=503, times=1)
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
+    assert result.rc == 0, result.err
+    assert len(gh.comments(REPO, 7)) == 1
+
+
+def test_a_secondary_rate_limit_waits_what_retry_after_says(gh, tmp_path, body_file):
+    gh.rate_limit("POST", CREATE, retry_after=7)
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
+    assert result.rc == 0, result.err
+    assert "GitHub answered 403 rate limit, Retry-After 7; retry 1 of 4 in 7s" in result.err
+    assert len(gh.comments(REPO, 7)) == 1
+
+
+def test_a_rate_limit_longer_than_the_cap_fails_clearly(gh, tmp_path, body_file):
+    gh.rate_limit("GET", CREATE, retry_after=3600)
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
+    assert result.rc == 2
+    assert "speedstats: error: GitHub rate limit: asked to wait 3600s, more than the 300s" in result.err
+    assert gh.comments(REPO, 7) == []
+
+
+def test_server_errors_that_do_not_stop_give_up_with_a_clear_error(gh, tmp_path, body_file):
+    gh.fail("GET", CREATE, status=500, times=99)
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
+    assert result.rc == 2
+    assert result.err.splitlines()[-1] == "speedstats: error: list comments of o/r#7: GitHub answered 500 Server Error"
+    assert len(gh.requests_matching("GET", CREATE)) == 5
+
+
+def test_a_bad_token_is_a_clear_error(gh, tmp_path, body_file):
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path, token="ghs_wrong"))
+    assert result.rc == 2
+    assert result.err.splitlines()[-1] == (
+        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on list comments of o/r#7")
+
+
+def test_a_missing_pull_request_is_a_clear_error(gh, tmp_path, body_file):
+    result = run_speedstats(["comment", "--body-file", body_file, "--pr", 404], env_for(gh, tmp_path))
+    assert result.rc == 2
+    assert "speedstats: error: get pull request o/r#404: not found (404)" in result.err
+
+
+def test_no_token_is_a_clear_error(gh, tmp_path, body_file):
+    env = env_for(gh, tmp_path)
+    del env["GITHUB_TOKEN"]
+    result = run_speedstats(["comment", "--body-file", body_file], env)
+    assert (result.rc, result.err) == (2, "speedstats: error: token: none given (set GITHUB_TOKEN, or pass --token)\n")
+
+
+def test_input_token_is_used_when_github_token_is_absent(gh, tmp_path, body_file):
+    env = env_for(gh, tmp_path)
+    env["INPUT_TOKEN"] = env.pop("GITHUB_TOKEN")
+    assert run_speedstats(["comment", "--body-file", body_file], env).rc == 0
+    assert len(gh.comments(REPO, 7)) == 1
+
+
+def test_a_forks_read_only_token_warns_and_writes_the_job_summary(gh, tmp_path, body_file):
+    gh.add_token("ghs_forkReadOnly", write=False)
+    summary = tmp_path / "summary.md"
+    result = run_speedstats(["comment", "--body-file", body_file],
+                            env_for(gh, tmp_path, token="ghs_forkReadOnly", GITHUB_STEP_SUMMARY=summary))
+    assert result.rc == 0, result.err
+    assert result.out.startswith("::warning::speedstats: could not post the comment on o/r#7: the token cannot "
+                                 "write there (a pull request from a fork gets a read-only token); it is in the "
+                                 "job summary instead.")
+    assert summary.read_text(encoding="utf-8") == BODY + "\n"
+    assert gh.comments(REPO, 7) == []
+
+
+def test_a_forks_read_only_token_on_the_guard_leaves_the_label(gh, tmp_path):
+    gh.add_token("ghs_forkReadOnly", write=False)
+    result = run_speedstats(["automerge-guard", "--job", "cuda-module"], env_for(gh, tmp_path, token="ghs_forkReadOnly"))
+    assert result.rc == 0
+    assert result.out.startswith("::warning::speedstats: could not remove the 'automerge' label on o/r#7")
+    assert "CI failed when running job: cuda-module. PR label automerge has been removed" in result.out
+    assert gh.labels(REPO, 7) == ["automerge"]
+
+
+def test_the_token_never_appears_in_output_or_logs(gh, tmp_path, body_file, caplog):
+    """Every path that talks about a request: retries, rate limits, 401/404, a fork, a crash in the middle."""
+    gh.add_token(TOKEN + "ro", write=False)
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="github")  # PyGithub logs each request, headers included, at DEBUG
+    gh.fail("POST", CREATE, status=500, after=True)
+    gh.rate_limit("GET", CREATE, retry_after=1)
+    outputs, summary = tmp_path / "out", tmp_path / "summary"
+    runs = [
+        (["comment", "--body-file", body_file], TOKEN),
+        (["comment", "--body-file", body_file, "--token", TOKEN, "--pr", 999], "ghs_other"),
+        (["comment", "--body-file", body_file, "--dry-run"], TOKEN),
+        (["docs-preview", "--base-url", "https://docs.example"], TOKEN + "ro"),
+        (["automerge-guard", "--job", "Build cu116"], TOKEN),
+        (["comment", "--body-file", body_file, "--api-url", "http://127.0.0.1:9"], TOKEN),  # nothing listens
+        (["comment", "--body-file", body_file], TOKEN[:-1]),  # 401
+    ]
+    seen = []
+    for argv, token in runs:
+        result = run_speedstats(argv, env_for(gh, tmp_path, token=token, GITHUB_OUTPUT=outputs,
+                                              GITHUB_STEP_SUMMARY=summary))
+        seen += [result.out, result.err]
+    spawned = run_speedstats(["comment", "--body-file", body_file, "--token", TOKEN, "--pr", 404],
+                             env_for(gh, tmp_path, token=TOKEN), subprocess_=True)
+    assert spawned.rc == 2 and "not found (404)" in spawned.err
+    seen += [spawned.out, spawned.err, outputs.read_text(), summary.read_text(), caplog.text]
+    pygithub_logs = [r.getMessage() for r in caplog.records if r.name.startswith("github")]
+    assert any("/repos/o/r/issues/7/comments" in m and "Authorization" in m for m in pygithub_logs)
+    assert any("127.0.0.1:9" in text for text in seen)  # the unreachable server was reported
+    assert not [text for text in seen if TOKEN in text or TOKEN[:-1] in text]
