@@ -88,7 +88,6 @@ class _Half:
 
 @dataclass
 class _Block:
-    line: int
     gpu_name: str | None = None
     cases: list[CaseResult] = field(default_factory=list)
     error: str | None = None
@@ -127,9 +126,9 @@ class _Parser:
     def fail(self, number, message):
         raise UserError(f"{self.where}: line {number}: {message}")
 
-    def block(self, number):
+    def current_block(self):
         if not self.blocks:
-            self.blocks.append(_Block(line=number))
+            self.blocks.append(_Block())
         return self.blocks[-1]
 
     def expect_no_open_case(self, number, text):
@@ -148,7 +147,7 @@ class _Parser:
         text = text[marks.end():]
         if _HEADER.match(text):
             self.expect_no_open_case(number, text)
-            self.blocks.append(_Block(line=number))
+            self.blocks.append(_Block())
         elif _STATS_START.match(text):
             self.stats_line(number, text)
         elif len(text) >= TRUNCATED_MIN and any(p.startswith(text) for p in _STATS_PHRASES):
@@ -161,7 +160,7 @@ class _Parser:
         if gpu:
             self.expect_no_open_case(number, text)
             if not self.blocks or not self.blocks[-1].empty:
-                self.blocks.append(_Block(line=number))
+                self.blocks.append(_Block())
             self.blocks[-1].gpu_name = gpu.group("name").strip()
             return
         for kind, pattern in (("resnet50", _RESNET), ("swin_dataloader", _SWIN)):
@@ -178,7 +177,7 @@ class _Parser:
     def time_line(self, number, text, half):
         if half.match.group("fw") == "OneFlow":
             self.expect_no_open_case(number, text)
-            self.block(number)
+            self.current_block()
             self.oneflow = half
             return
         if self.oneflow is None or self.pytorch is not None:
@@ -228,7 +227,7 @@ class _Parser:
 
     def failure_line(self, number, text):
         self.expect_no_open_case(number, text)
-        block = self.block(number)
+        block = self.current_block()
         match = _FAILED_RESNET.match(text)
         if match:
             batch, ddp = int(match.group("batch")), match.group("ws") is not None
@@ -255,7 +254,7 @@ class _Parser:
             return
         self.fail(number, f"truncated or malformed failure line: {_snippet(text)!r}")
 
-    def finish(self, number):
+    def finish(self):
         if self.oneflow is not None:
             missing = "Relative speed" if self.pytorch is not None else "PyTorch"
             self.fail(self.oneflow.line, f"the case is cut off: no {missing} line follows")
@@ -272,10 +271,9 @@ class _Parser:
 def parse_blocks(text, where="input", gpu_name=UNKNOWN_GPU):
     """Every Speed stats block in text, each as Results; gpu_name is used where no GPU line is."""
     parser = _Parser(where, gpu_name)
-    lines = text.splitlines()
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         parser.feed(number, line)
-    return parser.finish(len(lines))
+    return parser.finish()
 
 
 def parse_speed_stats(text, where="input", block=None, gpu_name=UNKNOWN_GPU):
