@@ -40,6 +40,8 @@ class FrameworkView:
     times: int | None
     per_iter_ms: float | None
     total_ms: float | None
+    peak_memory_bytes: int | None = None
+    memory_kind: str | None = None  # "cuda-allocator", "nvml-process" or "rss"
 
 
 @dataclass
@@ -124,6 +126,8 @@ def _framework_view(fw):
         times=fw.times,
         per_iter_ms=scaled(fw.per_iter_s),
         total_ms=scaled(fw.total_s),
+        peak_memory_bytes=fw.peak_memory_bytes,
+        memory_kind=fw.memory_kind,
     )
 
 
@@ -146,8 +150,13 @@ def case_view(case, case_verdict):
     )
 
 
-def render_speed_stats(results, suite, templates_dir=None):
-    """The Speed stats comment body for results judged against suite (None: no thresholds)."""
+def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
+    """The Speed stats comment body for results judged against suite (None: no thresholds).
+
+    show_memory adds each case's peak memory lines; None takes the suite's `show_memory`.
+    """
+    if show_memory is None:
+        show_memory = bool(getattr(suite, "show_memory", False))
     verdict = verdicts.judge(results, suite)
     context = {
         "gpu_name": results.gpu_name,
@@ -159,6 +168,7 @@ def render_speed_stats(results, suite, templates_dir=None):
         "suite": suite,
         "pass_mark": verdicts.PASS_MARK,
         "fail_mark": verdicts.FAIL_MARK,
+        "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
     return Rendered(

@@ -25,7 +25,7 @@ def suite_for(results, suite_path=None, profile=None):
 def render_command(args):
     results = results_model.load(args.results)
     suite = suite_for(results, args.suite, args.profile)
-    rendered = render_speed_stats(results, suite, templates_dir=args.templates)
+    rendered = render_speed_stats(results, suite, templates_dir=args.templates, show_memory=args.memory or None)
     body, regressions = rendered.body, []
     if args.baseline:
         body, regressions = with_baseline_table(body, results, args)
@@ -79,6 +79,10 @@ def register(subparsers):
     )
     render.add_argument("--templates", metavar="DIR", help="folder of templates that replace the built-in ones")
     render.add_argument("--out", metavar="FILE", help="write the body to FILE instead of stdout")
+    render.add_argument(
+        "--memory", action="store_true",
+        help="add each case's peak memory lines ('GPU used'); the suite field show_memory does the same",
+    )
     render.add_argument(
         "--baseline", metavar="BASE.json",
         help="results of a base run: add a table of head vs base after the block; a regression beyond "

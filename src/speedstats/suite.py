@@ -67,6 +67,7 @@ class Suite:
     timeout_s: float = 1800.0
     interleave: bool = True
     lock_timeout_s: float = 3600.0
+    show_memory: bool = False  # the comment adds each case's peak memory lines
 
     def case(self, case_id):
         for case in self.cases:
@@ -153,6 +154,7 @@ _CASE_FIELDS = {
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
+    "show_memory",
 }
 
 
@@ -246,6 +248,9 @@ def suite_from_dict(data, where):
     interleave = data.get("interleave", True)
     if not isinstance(interleave, bool):
         raise UserError(f"{where}: field 'interleave' must be true or false")
+    show_memory = data.get("show_memory", False)
+    if not isinstance(show_memory, bool):
+        raise UserError(f"{where}: field 'show_memory' must be true or false")
     return Suite(
         name=name,
         cases=cases,
@@ -255,6 +260,7 @@ def suite_from_dict(data, where):
         timeout_s=defaults["timeout_s"],
         interleave=interleave,
         lock_timeout_s=_number(data, "lock_timeout_s", where, default=3600.0, minimum=0),
+        show_memory=show_memory,
     )
 
 
