@@ -20,7 +20,8 @@ REPO = "o/r"
 PR = 7
 HEAD = "a" * 40
 
-# The tiniest real benchmark: one ResNet50 step per framework on the CPU.
+# The tiniest real benchmark: one ResNet50 step per framework on the CPU. The ratio always passes; a
+# millisecond threshold that fails scores 2, which fails the verdict.
 TINY_SUITE = """\
 name: tiny
 warmup: 0
@@ -32,16 +33,18 @@ cases:
     batch_size: 1
     image_size: 64
     times: 1
-    min_relative_speed: {min_relative_speed}
+    min_relative_speed: 0.001
+    max_oneflow_ms:
+      default: {max_oneflow_ms}
 """
 
 
-# The comment of that run: the CPU named on the GPU line, three lines for the case, the ratio marked.
+# The comment of that run: the CPU named on the GPU line, three lines for the case, both checks marked.
 TINY_BODY = (
     r"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: {gpu_name} \n\n "
-    r"OneFlow resnet50 time: (\d+\.\d)ms \(= \1ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
+    r"{mark} OneFlow resnet50 time: (\d+\.\d)ms \(= \1ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
     r"PyTorch resnet50 time: (\d+\.\d)ms \(= \2ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
-    r"{mark} Relative speed: \d+\.\d\d \(= \2ms / \1ms\)\n ``` \n\n</details>"
+    r"✔️ Relative speed: \d+\.\d\d \(= \2ms / \1ms\)\n ``` \n\n</details>"
 )
 
 
@@ -294,7 +297,7 @@ def test_automerge_guard_leaves_a_cancelled_run_alone(tmp_path, gh):
 def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    (workspace / "speed.yml").write_text(TINY_SUITE.format(min_relative_speed=0.001))
+    (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=1e9))
     stale = workspace / "speedstats-out" / "comment.md"
     stale.parent.mkdir()
     stale.write_text("left over from an earlier job")

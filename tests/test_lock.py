@@ -142,3 +142,20 @@ def test_lock_dir_comes_from_the_environment(tmp_path, monkeypatch):
     assert normalize_device("gpu") == "cuda:0"
     with pytest.raises(UserError, match="device: empty device name"):
         normalize_device(" ")
+
+
+def test_a_waiter_names_the_job_that_took_the_device_first(tmp_path):
+    import select
+
+    with device_lock("cpu", timeout_s=0, lock_dir=tmp_path):
+        waiters = [start_holder("cpu", tmp_path), start_holder("cpu", tmp_path)]
+        for waiter in waiters:
+            assert waiter.stderr.readline().startswith(f"waiting for cpu (held by pid {os.getpid()} since ")
+    ready, _, _ = select.select([w.stdout for w in waiters], [], [], 30)
+    winner = next(w for w in waiters if w.stdout in ready)
+    loser = next(w for w in waiters if w is not winner)
+    assert winner.stdout.readline() == "acquired\n"
+    # The other one says who holds the device now, and gets it when the winner is done.
+    assert loser.stderr.readline().startswith(f"waiting for cpu (held by pid {winner.pid} since ")
+    assert finish(winner) == (0, "released\n", "")
+    assert finish(loser) == (0, "acquired\nreleased\n", "")

@@ -8,7 +8,8 @@ file per device in a folder that all jobs of the host see:
 - else `/tmp/speedstats-locks`.
 
 The kernel drops an flock when its holder exits, even on SIGKILL, so a crashed job never leaves a
-stale lock behind. While waiting, a line on stderr names the holder's pid and since when it holds.
+stale lock behind. While waiting, a line on stderr names the holder's pid and since when it holds
+the device, again whenever another job takes it first, and every minute.
 """
 
 import contextlib
@@ -91,7 +92,8 @@ def _one_device_lock(device, timeout_s, lock_dir, stream):
         raise UserError(f"{path}: cannot open the device lock: {exc.strerror}") from None
     try:
         start = time.monotonic()
-        next_message = start
+        next_reminder = None
+        announced = None  # the holder the last message named
         delay = 0.05
         while True:
             try:
@@ -101,17 +103,19 @@ def _one_device_lock(device, timeout_s, lock_dir, stream):
                 pass
             now = time.monotonic()
             waited = now - start
+            holder = read_holder(path)
             if waited >= timeout_s:
-                holder = read_holder(path) or "another process"
                 raise DeviceBusyError(
-                    f"{name}: still locked by {holder} after waiting {waited:.0f}s "
+                    f"{name}: still locked by {holder or 'another process'} after waiting {waited:.0f}s "
                     f"(lock file {path}; raise the suite's lock_timeout_s to wait longer)"
                 )
-            if now >= next_message:
-                holder = read_holder(path) or "another process"
-                verb = "waiting" if next_message == start else "still waiting"
-                print(f"{verb} for {name} (held by {holder})…", file=stream, flush=True)
-                next_message = now + _REMINDER_EVERY_S
+            # One line when waiting starts, one when another job takes the device first, and a reminder
+            # every minute.
+            if next_reminder is None or (holder and holder != announced) or now >= next_reminder:
+                verb = "still waiting" if next_reminder is not None and holder == announced else "waiting"
+                print(f"{verb} for {name} (held by {holder or 'another process'})…", file=stream, flush=True)
+                announced = holder
+                next_reminder = now + _REMINDER_EVERY_S
             time.sleep(min(delay, max(0.0, timeout_s - waited)))
             delay = min(delay * 2, 1.0)
         os.ftruncate(fd, 0)
