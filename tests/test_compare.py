@@ -2,10 +2,12 @@
 
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 
 from speedstats import cli
+from speedstats import results as results_model
 from speedstats.analysis import stats
 from speedstats.analysis.compare import compare_results, render_table
 from speedstats.results import CaseResult, FrameworkResult, Results
@@ -208,3 +210,54 @@ def test_render_with_a_baseline_keeps_the_block_first_then_the_table(tmp_path, c
     )
     # Without a regression against the baseline the exit code is the thresholds' verdict alone.
     assert cli.main(["render", head, "--baseline", head, "--out", str(with_table)]) == plain_code
+
+
+# Two real runs of the smoke suite (5 rounds, CPU), one after the other on the same machine.
+DATA = Path(__file__).parent / "data"
+SMOKE_BASE, SMOKE_HEAD = DATA / "smoke-results.json", DATA / "smoke-results-head.json"
+
+
+def test_compare_on_real_smoke_suite_results():
+    base, head = results_model.load(SMOKE_BASE), results_model.load(SMOKE_HEAD)
+    report = compare_results(base, head)
+    assert [(r.case_id, r.framework) for r in report.rows] == [
+        (c.id, name) for c in head.cases for name in ("oneflow", "pytorch")
+    ]
+    for row in report.rows:
+        c = row.comparison
+        base_fw = next(x for x in base.cases if x.id == row.case_id).frameworks[row.framework]
+        head_fw = next(x for x in head.cases if x.id == row.case_id).frameworks[row.framework]
+        assert (c.base_s, c.head_s) == (base_fw.per_iter_s, head_fw.per_iter_s)  # the printed medians
+        assert (c.base_rounds, c.head_rounds) == (5, 5) and c.noise_estimate
+        assert c.low <= c.ratio <= c.high
+        expected = (stats.REGRESSION if c.low > 1.04 else stats.IMPROVEMENT if c.high < 0.96 else stats.NO_CHANGE)
+        assert c.verdict == expected
+    # The head run happened to be faster; the other way round the same cases are regressions.
+    assert report.regressions == []
+    backwards = compare_results(head, base)
+    assert {r.case_id for r in backwards.regressions} == {
+        r.case_id for r in report.rows if r.comparison.verdict == stats.IMPROVEMENT
+    } != set()
+    # Against itself a run never changes, however noisy its rounds.
+    itself = compare_results(base, base)
+    assert {r.comparison.verdict for r in itself.rows} == {stats.NO_CHANGE}
+    assert all(r.comparison.low <= 1.0 <= r.comparison.high for r in itself.rows)
+
+
+def test_cli_compare_and_render_baseline_on_real_smoke_suite_results(tmp_path, capsys):
+    table = tmp_path / "table.md"
+    assert cli.main(["compare", str(SMOKE_HEAD), str(SMOKE_BASE), "--out", str(table)]) == 1
+    regressions = capsys.readouterr().err.splitlines()
+    text = table.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    assert lines[2:4] == ["| Case | Base | Head | Change (95% interval) | Verdict |", "| --- | ---: | ---: | --- | --- |"]
+    assert len(lines) == 4 + 10 and not text.endswith("\n")
+    flagged = [line for line in lines if line.endswith("| ❌ regression |")]
+    assert len(flagged) == len(regressions) > 0
+    assert all(line.startswith("speedstats: regression: ") for line in regressions)
+
+    body = tmp_path / "body.md"
+    cli.main(["render", str(SMOKE_BASE), "--baseline", str(SMOKE_HEAD), "--out", str(body)])
+    plain = tmp_path / "plain.md"
+    cli.main(["render", str(SMOKE_BASE), "--out", str(plain)])
+    assert body.read_text(encoding="utf-8") == plain.read_text(encoding="utf-8") + "\n\n" + text

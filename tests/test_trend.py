@@ -2,13 +2,16 @@
 
 import statistics
 import sys
+from pathlib import Path
 
 import pytest
 
 from speedstats import cli
+from speedstats import results as results_model
 from speedstats.analysis.history import append_history, read_history
 from speedstats.analysis.trend import DPI, FIGURE_SIZE, FRAMEWORK_STYLE, draw_trends, plot_case
 from speedstats.errors import UserError
+from speedstats.parse import parse_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 
 GPU = "NVIDIA GeForce RTX 3080 Ti"
@@ -119,3 +122,40 @@ def test_a_clear_error_when_matplotlib_is_missing(history, tmp_path, monkeypatch
     with pytest.raises(UserError, match=r"^matplotlib: not installed; 'speedstats trend' needs it"):
         plot_case(entries, "resnet50-bs16", tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_trend_of_real_smoke_suite_runs(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    history = tmp_path / "history.jsonl"
+    # An older run on a GPU, read back from a real Speed stats comment: left out of the CPU plots.
+    old_comment = parse_speed_stats((DATA / "pr-cu12-release-body.md").read_text(encoding="utf-8"))
+    append_history(history, old_comment, commit="c" * 40)
+    append_history(history, results_model.load(DATA / "smoke-results.json"), commit="a1b2c3d4e5f6" + "0" * 28)
+    append_history(history, results_model.load(DATA / "smoke-results-head.json"), commit="f6e5d4c3b2a1" + "0" * 28)
+    entries, problems = read_history(history)
+    assert problems == [] and len(entries) == 3
+    plots, other_machine = draw_trends(entries, tmp_path / "trend")
+    assert other_machine == 1
+    smoke_ids = [c.id for c in entries[-1].results.cases]
+    assert [p.case_id for p in plots] == smoke_ids and len(smoke_ids) == 5
+    for plot in plots:
+        assert plot.path.name == f"{plot.case_id}.png" and plot.path.stat().st_size > 10_000
+        image = imread(plot.path)
+        assert image.shape[:2] == (450, 800)
+        for style in FRAMEWORK_STYLE.values():
+            assert colour_present(image, style["color"]) > 200
+        lines = plot.figure.axes[0].get_lines()
+        assert [line.get_label() for line in lines] == ["OneFlow", "PyTorch"]
+        assert [t.get_text() for t in plot.figure.axes[0].get_xticklabels()] == ["a1b2c3d", "f6e5d4c"]
+        for line, name in zip(lines, ("oneflow", "pytorch")):
+            scale = 1000 if plot.case_id.startswith("resnet50") else 1
+            expected = [
+                next(c for c in e.results.cases if c.id == plot.case_id).frameworks[name].per_iter_s * scale
+                for e in entries[1:]
+            ]
+            assert list(line.get_ydata()) == pytest.approx(expected)

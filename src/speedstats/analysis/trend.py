@@ -1,7 +1,8 @@
 """Trend plots from the history file: one PNG per case, time per iteration over commits.
 
 x is the runs in history order, labelled by short commit sha; y is the median time per iteration,
-one line per framework, with the range of the rounds shaded when a run had several. Only runs on the
+one line per framework, with the middle half of the rounds (quartiles) shaded when a run had several:
+the quartiles, not the extremes, so that one disturbed round does not flatten the plot. Only runs on the
 same device and GPU as the newest run are drawn: times from another GPU would read as a jump.
 matplotlib is imported here, inside the functions, and only its Agg canvas is used (no pyplot, no
 display); it is part of the benchmark environment, not the light one.
@@ -15,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from speedstats.analysis.stats import spread
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.results import FRAMEWORKS
@@ -68,7 +70,7 @@ def case_ids(entries):
 
 
 def _points(entries, case_id):
-    """Per framework: (median, low, high) per run in seconds, NaN where the run has no figure."""
+    """Per framework: (median, q1, q3 of the rounds) per run in seconds, NaN where the run has no figure."""
     nan = float("nan")
     series = {name: [] for name in FRAMEWORKS}
     kind = None
@@ -81,8 +83,8 @@ def _points(entries, case_id):
             if fw is None or not fw.ok:
                 series[name].append((nan, nan, nan))
             else:
-                rounds = fw.rounds_s or [fw.per_iter_s]
-                series[name].append((fw.per_iter_s, min(rounds), max(rounds)))
+                middle = spread(fw.rounds_s or [fw.per_iter_s])
+                series[name].append((fw.per_iter_s, middle.q1, middle.q3))
     return kind, series
 
 
