@@ -169,18 +169,11 @@ def table_context(report):
     rows = []
     for row in report.rows:
         c = row.comparison
-        in_ms = row.kind == "resnet50"  # dataloader batches are printed in seconds, like the comment
-
-        def time_text(seconds, in_ms=in_ms):
-            if seconds is None:
-                return ""
-            return f"{seconds * 1000:.1f}ms" if in_ms else f"{seconds:.3f}s"
-
         rows.append({
             "case": row.case_id,
             "framework": row.label,
-            "base": time_text(c.base_s),
-            "head": time_text(c.head_s),
+            "base": _time_text(c.base_s, row.kind),
+            "head": _time_text(c.head_s, row.kind),
             "change": _percent(c.change),
             "low": None if c.low is None else _percent(c.low - 1),
             "high": None if c.high is None else _percent(c.high - 1),
@@ -198,6 +191,13 @@ def table_context(report):
         "head": report.head,
         "fail_mark": FAIL_MARK,
     }
+
+
+def _time_text(seconds, kind):
+    """A time as the Speed stats block prints it: ms for ResNet50, seconds per dataloader batch."""
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
 
 
 def _percent(fraction):

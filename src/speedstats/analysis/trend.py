@@ -59,14 +59,14 @@ def same_machine(entries):
 
 
 def case_ids(entries):
-    """Cases of the newest run in its order, then those only older runs have."""
-    ordered = []
-    for entry in reversed(entries):
-        for case in entry.results.cases:
-            if case.id not in ordered:
-                ordered.append(case.id)
+    """Cases of the newest run in its order, then those only older runs have, as first seen."""
     newest = [c.id for c in entries[-1].results.cases] if entries else []
-    return newest + [c for c in reversed(ordered) if c not in newest]
+    older = []
+    for entry in entries:
+        for case in entry.results.cases:
+            if case.id not in newest and case.id not in older:
+                older.append(case.id)
+    return newest + older
 
 
 def _points(entries, case_id):
@@ -105,9 +105,10 @@ def plot_case(entries, case_id, path):
         if any(lo != hi for lo, hi in zip(lows, highs) if not math.isnan(lo)):
             axes.fill_between(xs, lows, highs, color=style["color"], alpha=0.15, linewidth=0)
         axes.plot(xs, medians, marker="o", linewidth=2, color=style["color"], label=style["label"])
+    crowded = len(entries) > 8
     axes.set_xticks(xs)
-    axes.set_xticklabels([e.label for e in entries], rotation=45 if len(entries) > 8 else 0, ha="right"
-                         if len(entries) > 8 else "center", fontsize=8)
+    axes.set_xticklabels([e.label for e in entries], rotation=45 if crowded else 0,
+                         ha="right" if crowded else "center", fontsize=8)
     axes.set_xlim(-0.5, max(len(entries) - 0.5, 0.5))
     axes.set_ylim(bottom=0)
     axes.set_xlabel("commit")
