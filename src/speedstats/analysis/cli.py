@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
 from speedstats.analysis import stats
 from speedstats.errors import UserError
@@ -13,8 +15,6 @@ TREND_INDEX = "index.md"
 
 def _fraction(text):
     """An argparse type: a percentage like '4' or '4%', returned as a fraction (0.04)."""
-    import argparse
-
     try:
         value = float(text.rstrip("%"))
     except ValueError:
@@ -105,7 +105,7 @@ def trend_command(args):
         print(f"speedstats: note: left out {other_machine} run(s) on another device or GPU than the newest",
               file=sys.stderr)
     index = "".join(f"![{p.case_id}]({p.path.name})\n\n" for p in plots)
-    write_atomic(f"{args.out}/{TREND_INDEX}", f"# Speed over commits\n\n{index}")
+    write_atomic(Path(args.out) / TREND_INDEX, f"# Speed over commits\n\n{index}")
     for plot in plots:
         print(plot.path)
     return 0
