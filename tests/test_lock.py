@@ -2,6 +2,7 @@
 and a killed holder frees the device."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from speedstats.errors import UserError
-from speedstats.lock import DeviceBusyError, device_lock, lock_path, normalize_device, read_holder
+from speedstats.lock import (
+    DeviceBusyError,
+    device_lock,
+    lock_path,
+    lock_targets,
+    normalize_device,
+    read_holder,
+)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -91,7 +99,7 @@ def test_a_killed_holder_frees_the_device(tmp_path):
     first.stderr.close()
     first.stdin.close()
     with device_lock("cuda:0", timeout_s=0, lock_dir=tmp_path) as held:
-        assert held == [tmp_path / "cuda-0.lock"]
+        assert held == [lock_path("cuda:0", tmp_path)]
         assert read_holder(held[0]).startswith(f"pid {os.getpid()} since ")
 
 
@@ -128,7 +136,7 @@ def test_timeout_in_process_is_a_user_error_with_its_own_exit_code(tmp_path):
 
 def test_several_devices_are_all_held(tmp_path):
     with device_lock(["cuda:1", "cuda:0"], timeout_s=0, lock_dir=tmp_path) as held:
-        assert held == [tmp_path / "cuda-0.lock", tmp_path / "cuda-1.lock"]
+        assert held == sorted(lock_path(d, tmp_path) for d in ("cuda:0", "cuda:1"))
         waiter = start_holder("cuda:1", tmp_path, timeout_s=0)
         code, _, err = finish(waiter)
         assert code != 0 and "cuda:1: still locked by pid" in err
@@ -136,12 +144,48 @@ def test_several_devices_are_all_held(tmp_path):
 
 def test_lock_dir_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SPEEDSTATS_LOCK_DIR", str(tmp_path / "shared"))
-    assert lock_path("CUDA:0") == tmp_path / "shared" / "cuda-0.lock"
+    assert lock_path("CPU") == tmp_path / "shared" / "cpu.lock"
     monkeypatch.delenv("SPEEDSTATS_LOCK_DIR")
     assert lock_path("cpu") == Path("/tmp/speedstats-locks/cpu.lock")
-    assert normalize_device("gpu") == "cuda:0"
     with pytest.raises(UserError, match="device: empty device name"):
         normalize_device(" ")
+
+
+def gpu_uuids():
+    """The UUIDs of the GPUs nvidia-smi sees, in its order; [] without a GPU."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    proc = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], check=False,
+                          capture_output=True, text=True)
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+@pytest.mark.skipif(bool(gpu_uuids()), reason="this machine has a GPU")
+def test_without_nvml_a_gpu_lock_is_named_by_its_index():
+    assert lock_targets("CUDA:1") == [("cuda:1", "cuda-1")]
+    assert lock_targets("gpu") == lock_targets("cuda") == [("cuda:0", "cuda-0")]
+
+
+@pytest.mark.skipif(not gpu_uuids(), reason="needs a GPU and nvidia-smi")
+def test_a_gpu_lock_is_named_by_the_physical_gpu(monkeypatch):
+    uuids = gpu_uuids()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert lock_targets("cuda") == [(f"cuda:{i}", u.lower()) for i, u in enumerate(uuids)]
+    # The last GPU made the only visible one, by index and by UUID: still the same lock.
+    for visible in (str(len(uuids) - 1), uuids[-1]):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        assert lock_targets("cuda:0") == lock_targets("cuda") == [("cuda:0", uuids[-1].lower())]
+
+
+def test_cuda_visible_devices_maps_cuda_indices_to_nvml_ones(monkeypatch):
+    from speedstats.gpuinfo import _visible_entry
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")
+    assert [_visible_entry(i) for i in range(3)] == [3, "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", None]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _visible_entry(0) is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _visible_entry(2) == 2
 
 
 def test_a_waiter_names_the_job_that_took_the_device_first(tmp_path):

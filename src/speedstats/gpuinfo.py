@@ -12,27 +12,67 @@ import platform
 from pathlib import Path
 
 
-def nvml_gpu_name(index=0):
-    """NVML's name of GPU `index`, or None when NVML, its driver library or the GPU is missing."""
+def _visible_entry(cuda_index):
+    """What CUDA device `cuda_index` is on NVML's side under CUDA_VISIBLE_DEVICES: an NVML index or
+    a UUID, or None when it hides that device. NVML itself ignores the variable."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return cuda_index
+    entries = [entry.strip() for entry in visible.split(",")]
+    if cuda_index >= len(entries):
+        return None
+    entry = entries[cuda_index]
+    if entry.isdigit():
+        return int(entry)
+    return entry if entry.startswith(("GPU-", "MIG-")) else None
+
+
+def _nvml(query, cuda_index=0):
+    """query(pynvml, handle) for CUDA device `cuda_index`, or None when NVML, its driver library or
+    the GPU is missing. NVMLError covers a missing libnvidia-ml, an unloaded driver, a missing device."""
     try:
         import pynvml
     except ImportError:
         return None
-    # NVMLError covers a missing libnvidia-ml, an unloaded driver and a missing device.
+    entry = _visible_entry(cuda_index)
+    if entry is None:
+        return None
     try:
         pynvml.nvmlInit()
     except (pynvml.NVMLError, OSError):
         return None
     try:
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+        if isinstance(entry, int):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(entry)
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(entry)
+        value = query(pynvml, handle)
     except pynvml.NVMLError:
         return None
     finally:
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-    if isinstance(name, bytes):  # older bindings return bytes
-        name = name.decode("utf-8", "replace")
-    return name.strip() or None
+    if isinstance(value, bytes):  # older bindings return bytes
+        value = value.decode("utf-8", "replace")
+    return value.strip() or None
+
+
+def nvml_gpu_name(index=0):
+    """NVML's name of CUDA device `index` (as CUDA_VISIBLE_DEVICES numbers them), or None without one."""
+    return _nvml(lambda pynvml, handle: pynvml.nvmlDeviceGetName(handle), index)
+
+
+def nvml_gpu_uuid(index=0):
+    """The UUID of CUDA device `index` ("GPU-..."): the same physical GPU in every process and container."""
+    return _nvml(lambda pynvml, handle: pynvml.nvmlDeviceGetUUID(handle), index)
+
+
+def visible_gpu_count():
+    """How many CUDA devices this process sees (0 without NVML or a GPU)."""
+    count = 0
+    while nvml_gpu_uuid(count) is not None:
+        count += 1
+    return count
 
 
 def cpu_count():

@@ -38,19 +38,41 @@ def default_lock_dir():
 
 
 def normalize_device(device):
-    """'cuda' and 'cuda:0' are the same GPU; names are lower case without spaces."""
+    """Lower case without spaces; 'gpu' is 'cuda'."""
     name = str(device).strip().lower()
     if not name:
         raise UserError("device: empty device name")
-    if name in ("cuda", "gpu"):
-        return "cuda:0"
-    return name
+    return "cuda" if name == "gpu" else name
+
+
+def lock_targets(device):
+    """The (name, lock file stem) pairs that `device` stands for.
+
+    A GPU's lock is named by its NVML UUID where NVML answers, so "cuda:0" under
+    CUDA_VISIBLE_DEVICES=1 and "cuda:1" without it are one lock, as they are one GPU; without NVML
+    it is "cuda-N". Plain "cuda" is every GPU the process sees (a DDP case uses several).
+    """
+    from speedstats import gpuinfo
+
+    name = normalize_device(device)
+    if name == "cuda":
+        indices = list(range(gpuinfo.visible_gpu_count())) or [0]
+    elif re.fullmatch(r"cuda:\d+", name):
+        indices = [int(name.split(":")[1])]
+    else:
+        return [(name, re.sub(r"[^a-z0-9_.-]+", "-", name))]
+    targets = []
+    for index in indices:
+        uuid = gpuinfo.nvml_gpu_uuid(index)
+        stem = re.sub(r"[^a-z0-9_.-]+", "-", uuid.lower()) if uuid else f"cuda-{index}"
+        targets.append((f"cuda:{index}", stem))
+    return targets
 
 
 def lock_path(device, lock_dir=None):
-    """The lock file of one device, e.g. <dir>/cuda-0.lock."""
-    safe = re.sub(r"[^a-z0-9_.-]+", "-", normalize_device(device))
-    return Path(lock_dir or default_lock_dir()) / f"{safe}.lock"
+    """The lock file of one device, e.g. <dir>/cpu.lock or <dir>/gpu-<uuid>.lock."""
+    (_, stem), *_ = lock_targets(device)
+    return Path(lock_dir or default_lock_dir()) / f"{stem}.lock"
 
 
 def read_holder(path):
@@ -81,9 +103,8 @@ def _holder_record():
 
 
 @contextlib.contextmanager
-def _one_device_lock(device, timeout_s, lock_dir, stream):
-    name = normalize_device(device)
-    path = lock_path(name, lock_dir)
+def _one_device_lock(name, stem, timeout_s, lock_dir, stream):
+    path = Path(lock_dir or default_lock_dir()) / f"{stem}.lock"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Opened without truncating: the holder's record must survive a waiter opening the file.
@@ -133,19 +154,19 @@ def _one_device_lock(device, timeout_s, lock_dir, stream):
 def device_lock(device, timeout_s, lock_dir=None, stream=None):
     """Hold the lock of `device` (or of each of several devices) for the body of the with-block.
 
-    `device` is a name like "cuda:0" or "cpu", or a list of names (a DDP run on two GPUs locks
-    both; they are taken in sorted order so two such runs cannot deadlock). Waits up to
+    `device` is a name like "cuda:0", "cuda" (every visible GPU) or "cpu", or a list of names. Locks
+    are taken in sorted order, so two runs wanting the same GPUs cannot deadlock. Waits up to
     `timeout_s` seconds in all, then raises DeviceBusyError. Yields the list of lock files held.
     """
     names = [device] if isinstance(device, str) else list(device)
-    names = sorted({normalize_device(d) for d in names})
-    if not names:
+    targets = sorted({target for d in names for target in lock_targets(d)}, key=lambda t: t[1])
+    if not targets:
         raise UserError("device: no device to lock")
     stream = stream if stream is not None else sys.stderr
     deadline = time.monotonic() + max(0.0, float(timeout_s))
     with contextlib.ExitStack() as stack:
         held = []
-        for name in names:
+        for name, stem in targets:
             remaining = max(0.0, deadline - time.monotonic())
-            held.append(stack.enter_context(_one_device_lock(name, remaining, lock_dir, stream)))
+            held.append(stack.enter_context(_one_device_lock(name, stem, remaining, lock_dir, stream)))
         yield held
