@@ -5,6 +5,12 @@ import tempfile
 from pathlib import Path
 
 
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path, data):
     """Write text or bytes to path through a temporary file in the same folder, then rename."""
     path = Path(path)
@@ -14,6 +20,7 @@ def write_atomic(path, data):
     try:
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a plain new file's mode
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
