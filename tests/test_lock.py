@@ -86,7 +86,7 @@ def test_timeout_raises_a_clear_error_in_another_process(tmp_path):
     assert code != 0 and out == ""
     assert f"waiting for cpu (held by pid {first.pid} since " in err
     assert "speedstats.lock.DeviceBusyError: cpu: still locked by pid " in err
-    assert "raise the suite's lock_timeout_s to wait longer" in err
+    assert "wait longer with the suite's lock_timeout_s or --lock-timeout)" in err
     assert finish(first)[0] == 0
 
 
@@ -140,6 +140,24 @@ def test_several_devices_are_all_held(tmp_path):
         waiter = start_holder("cuda:1", tmp_path, timeout_s=0)
         code, _, err = finish(waiter)
         assert code != 0 and "cuda:1: still locked by pid" in err
+
+
+def test_a_new_lock_folder_and_file_are_writable_by_every_user(tmp_path):
+    with device_lock("cpu", timeout_s=0, lock_dir=tmp_path / "locks") as held:
+        assert (tmp_path / "locks").stat().st_mode & 0o7777 == 0o1777
+        assert held[0].stat().st_mode & 0o777 == 0o666
+
+
+def test_a_read_only_lock_file_still_locks(tmp_path):
+    path = lock_path("cpu", tmp_path)
+    path.write_text("")
+    path.chmod(0o444)
+    if os.access(path, os.W_OK):
+        pytest.skip("running as root: nothing is read-only")
+    with device_lock("cpu", timeout_s=0, lock_dir=tmp_path):
+        waiter = start_holder("cpu", tmp_path, timeout_s=0)
+        code, _, err = finish(waiter)
+        assert code != 0 and "cpu: still locked by another process" in err
 
 
 def test_lock_dir_comes_from_the_environment(tmp_path, monkeypatch):

@@ -102,15 +102,33 @@ def _holder_record():
     return record + "\n"
 
 
+def _open_lock_file(path):
+    """(fd, writable). The folder and files are made writable for all, like /tmp, since jobs of one
+    host may run as different users; a file that stays read-only still locks, without a record."""
+    folder = path.parent
+    try:
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                folder.chmod(0o1777)
+        # Opened without truncating: the holder's record must survive a waiter opening the file.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        try:
+            return os.open(path, os.O_RDONLY), False
+        except OSError as exc:
+            raise UserError(f"{path}: cannot open the device lock: {exc.strerror}") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot open the device lock: {exc.strerror}") from None
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o666)  # the umask took write access from the others
+    return fd, True
+
+
 @contextlib.contextmanager
 def _one_device_lock(name, stem, timeout_s, lock_dir, stream):
     path = Path(lock_dir or default_lock_dir()) / f"{stem}.lock"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Opened without truncating: the holder's record must survive a waiter opening the file.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot open the device lock: {exc.strerror}") from None
+    fd, writable = _open_lock_file(path)
     try:
         start = time.monotonic()
         next_reminder = None
@@ -128,7 +146,7 @@ def _one_device_lock(name, stem, timeout_s, lock_dir, stream):
             if waited >= timeout_s:
                 raise DeviceBusyError(
                     f"{name}: still locked by {holder or 'another process'} after waiting {waited:.0f}s "
-                    f"(lock file {path}; raise the suite's lock_timeout_s to wait longer)"
+                    f"(lock file {path}; wait longer with the suite's lock_timeout_s or --lock-timeout)"
                 )
             # One line when waiting starts, one when another job takes the device first, and a reminder
             # every minute.
@@ -139,12 +157,14 @@ def _one_device_lock(name, stem, timeout_s, lock_dir, stream):
                 next_reminder = now + _REMINDER_EVERY_S
             time.sleep(min(delay, max(0.0, timeout_s - waited)))
             delay = min(delay * 2, 1.0)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder_record().encode("utf-8"), 0)
+        if writable:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_record().encode("utf-8"), 0)
         try:
             yield path
         finally:
-            os.ftruncate(fd, 0)
+            if writable:
+                os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
