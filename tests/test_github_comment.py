@@ -86,13 +86,14 @@ def test_update_mode_takes_over_the_old_bots_comment(gh, tmp_path):
 
 
 def test_an_older_commits_results_do_not_replace_a_newer_ones(gh, tmp_path):
+    """A late run of an older commit finds the newer commit's comment and leaves it."""
     gh.push(REPO, 7, SHA2)
     newer = write_body(tmp_path, stats_body("for sha2"), "newer.md")
     older = write_body(tmp_path, stats_body("for sha1"), "older.md")
     assert run_speedstats(["comment", "--body-file", newer], pr_env(gh, tmp_path, SHA2, 2)).rc == 0
     late = run_speedstats(["comment", "--body-file", older], pr_env(gh, tmp_path, SHA1, 1))
     assert late.rc == 0, late.err
-    assert "newer commit" in late.err
+    assert f"has newer results (commit {SHA2[:12]}, run 2); left as it is" in late.err
     assert [c["body"].split("\n\n<!--")[0] for c in gh.comments(REPO, 7)] == [stats_body("for sha2")]
 
 

@@ -64,6 +64,10 @@ def register(subparsers):
     _common(p, author=False)
     p.set_defaults(func=automerge_guard_command)
 
+    from speedstats.github import artifact
+
+    artifact.register(subparsers, _mode)
+
 
 # -- shared steps ----------------------------------------------------------------------------------------
 
@@ -124,7 +128,7 @@ def emit_comment_url(outcome):
         print(outcome.url)
 
 
-def post_kind(args, target, client, kind, body):
+def post_kind(args, target, client, kind, body, emit_url=True):
     from speedstats.github.client import ReadOnlyToken
     from speedstats.github.post import post_comment
 
@@ -138,7 +142,8 @@ def post_kind(args, target, client, kind, body):
         return report_read_only(target, body, "post the comment")
     if outcome.action != "dry-run":
         print(f"speedstats: {outcome.message}", file=sys.stderr)
-        emit_comment_url(outcome)
+        if emit_url:
+            emit_comment_url(outcome)
     return 0
 
 

@@ -113,6 +113,7 @@ class GitHubClient:
         self.api_url = api_url
         self.policy = policy or RetryPolicy()
         self.err = err or sys.stderr
+        self._runs = {}
         scale = self.policy.time_scale
         self._gh = github.Github(
             auth=github.Auth.Token(token),
@@ -281,8 +282,15 @@ class GitHubClient:
         pull = self._repo(target.repo).get_pull(target.pr_number)
         return self._call(f"list commits of {target}", lambda: [c.sha for c in pull.get_commits()])
 
+    def _run(self, repo, run_id):
+        # one lazy object per run, so that reading it and listing its artifacts fetch it once
+        key = (repo, run_id)
+        if key not in self._runs:
+            self._runs[key] = self._repo(repo).get_workflow_run(run_id)
+        return self._runs[key]
+
     def workflow_run(self, repo, run_id):
-        run = self._repo(repo).get_workflow_run(run_id)
+        run = self._run(repo, run_id)
 
         def fetch():
             head_repo = run.head_repository
@@ -295,7 +303,7 @@ class GitHubClient:
         return self._call(f"get workflow run {run_id} of {repo}", fetch)
 
     def artifacts(self, repo, run_id):
-        run = self._repo(repo).get_workflow_run(run_id)
+        run = self._run(repo, run_id)
 
         def fetch():
             return [ArtifactInfo(a.id, a.name, a.size_in_bytes, a.expired, a.archive_download_url)

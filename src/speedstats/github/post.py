@@ -70,7 +70,8 @@ def legacy_comments(comments, kind, author=None):
 
 
 class HeadOrder:
-    """Orders head commits by their place in the pull request (later is newer); unknown ones first."""
+    """Orders results by their head commit's place in the pull request (later is newer, unknown
+    first), then by run id (a later run of the same commit is newer)."""
 
     def __init__(self, client, target):
         self.client, self.target = client, target
@@ -84,34 +85,41 @@ class HeadOrder:
             self._index = {c: i for i, c in enumerate(commits)}
         return self._index.get(sha, -1)
 
-    def newer(self, sha_a, sha_b):
-        """True when sha_a is known to come after sha_b."""
-        if sha_a is None or sha_b is None or sha_a == sha_b:
-            return False
-        return self.rank(sha_a) > self.rank(sha_b)
+    def keys(self, markers):
+        """A sort key per marker; the commit list is fetched only when the heads differ."""
+        several_heads = len({m.head_sha for m in markers}) > 1
+        return [(self.rank(m.head_sha) if several_heads else 0, m.run_id or -1) for m in markers]
+
+    def newer(self, marker_a, marker_b):
+        """True when marker_a's results are known to be newer than marker_b's."""
+        key_a, key_b = self.keys([marker_a, marker_b])
+        return key_a > key_b
 
 
-def resolve_duplicates(client, target, kind, comments, author=None, order=None):
-    """Keep one comment of a kind: the newest body in the oldest comment. Returns the survivor."""
+def resolve_duplicates(client, target, kind, comments, author=None, order=None, own_body=None):
+    """Keep one comment of a kind: the newest body in the oldest comment; delete the others.
+
+    own_body, what this run wrote, is a candidate even when a concurrent run has since deleted or
+    overwritten the comment that carried it, so an older run's late write does not stick. Every run
+    seeing the same comments makes the same choice. Returns the surviving comment (or None).
+    """
     mine = own_comments(comments, kind, author)
-    if len(mine) <= 1:
-        return mine[0] if mine else None
+    if not mine:
+        return None
+    candidates = [(parse_marker(c.body), c.id, c.body) for c in mine]
+    if own_body is not None:
+        candidates.append((parse_marker(own_body), float("inf"), own_body))
     order = order or HeadOrder(client, target)
-    markers = {c.id: parse_marker(c.body) for c in mine}
-    several_heads = len({m.head_sha for m in markers.values()}) > 1
-
-    def recency(c):
-        m = markers[c.id]
-        return (order.rank(m.head_sha) if several_heads else 0, m.run_id or -1, c.id)
-
+    keys = order.keys([marker for marker, _, _ in candidates])
+    winner = max(zip(keys, candidates), key=lambda pair: (pair[0], pair[1][1]))[1][2]
     keep = min(mine, key=lambda c: c.id)
-    winner = max(mine, key=recency)
-    if keep.body != winner.body:
-        client.edit_comment(keep, winner.body)
+    if keep.body != winner:
+        client.edit_comment(keep, winner)
     for comment in mine:
         if comment is not keep:
             client.delete_comment(comment)
-    client.notice(f"{target}: {len(mine)} {kind} comments found (concurrent runs); kept comment {keep.id}")
+    if len(mine) > 1:
+        client.notice(f"{target}: {len(mine)} {kind} comments found (concurrent runs); kept comment {keep.id}")
     return keep
 
 
@@ -156,9 +164,10 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
         existing_marker = parse_marker(existing.body)
         if existing.body == full or (existing_marker is None and existing.body == body):
             outcome = Outcome("unchanged", f"{target}: comment {existing.id} is already up to date", existing)
-        elif existing_marker is not None and order.newer(existing_marker.head_sha, target.head_sha):
-            outcome = Outcome("kept-newer", f"{target}: comment {existing.id} has results of a newer commit "
-                                            f"({existing_marker.head_sha[:12]}); left as it is", existing)
+        elif existing_marker is not None and order.newer(existing_marker, parse_marker(full)):
+            outcome = Outcome("kept-newer", f"{target}: comment {existing.id} has newer results (commit "
+                                            f"{(existing_marker.head_sha or '?')[:12]}, run "
+                                            f"{existing_marker.run_id}); left as it is", existing)
         elif dry_run:
             _print_plan(out, [f"PATCH {api_url}/repos/{target.repo}/issues/comments/{existing.id}"], full)
             return Outcome("dry-run", "dry run", existing)
@@ -173,7 +182,8 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
             (c for c in own_comments(cs, kind, author) if c.body == full), None))
         outcome = Outcome("created", f"{target}: created comment {created.id}", created)
     if outcome.action in ("created", "updated") or len(mine) > 1:
-        survivor = resolve_duplicates(client, target, kind, client.list_comments(target), author, order)
+        survivor = resolve_duplicates(client, target, kind, client.list_comments(target), author, order,
+                                      own_body=full if outcome.action in ("created", "updated") else None)
         if survivor is not None:
             outcome.comment = survivor
     return outcome
