@@ -134,24 +134,23 @@ def main(args=None, env=None):
     if inputs["token"]:
         env["GITHUB_TOKEN"] = inputs["token"]
 
-    if inputs["command"] != "run-and-comment":
-        code = speedstats(steps[0], env)
-        if code == EXIT_VERDICT_FAILED and inputs["command"] == "run" and not fail_on_regression:
-            return 0
-        return code
+    if inputs["command"] not in ("run", "run-and-comment"):
+        return speedstats(steps[0], env)
 
     out = Path(inputs["out"])
     for stale in (out / "comment.md", out / "results.json"):  # a self-hosted workspace keeps old files
         if stale.is_file():
             stale.unlink()
     run_code = speedstats(steps[0], env)
+    if run_code == EXIT_VERDICT_FAILED and not fail_on_regression:
+        run_code = 0
+    if inputs["command"] == "run":
+        return run_code
     if (out / "comment.md").is_file():
         comment_code = speedstats(steps[1], env)
     else:
         print(f"speedstats: the run wrote no {out / 'comment.md'}; nothing to post", file=sys.stderr)
         comment_code = 0
-    if run_code == EXIT_VERDICT_FAILED and not fail_on_regression:
-        run_code = 0
     return run_code or comment_code
 
 

@@ -315,3 +315,18 @@ def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
     assert outputs["comment-file"] == "speedstats-out/comment.md"
     assert json.loads((workspace / outputs["results"]).read_text())["suite"] == "tiny"
     assert outputs["comment-url"] == f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{gh.comments(REPO, PR)[0]['id']}"
+
+
+@pytest.mark.heavy
+def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_path, gh):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=0.001))
+    env = action_env(workspace, gh.url, {"suite": "speed.yml", "device": "cpu", "fail-on-regression": "false"})
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 0, proc.stderr
+    body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
+    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(cpu_name()), mark="❌"), body), body
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [
+        body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
+    assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
