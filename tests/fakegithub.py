@@ -711,6 +711,7 @@ def run_speedstats(argv, env, subprocess_=False, timeout=60):
     """
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
     full_env.update({k: str(v) for k, v in env.items()})
+    full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,localhost"  # the fake is never behind a proxy
     if subprocess_:
         src = str(Path(__file__).resolve().parents[1] / "src")
         full_env["PYTHONPATH"] = src + os.pathsep + full_env.get("PYTHONPATH", "")

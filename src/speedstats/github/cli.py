@@ -94,7 +94,7 @@ def target_or_none(args):
         return None
 
 
-def report_read_only(target, body, what, exc=None):
+def report_read_only(target, body, what):
     """A fork's read-only token: warn in the job log and put the body in the job summary; exit 0."""
     from speedstats.actions_io import append_summary
 

@@ -100,7 +100,8 @@ def _message(exc):
         details = [e.get("message") or e.get("code") for e in data.get("errors") or [] if isinstance(e, dict)]
         details = [str(d) for d in details if d]
         return message + (f" ({'; '.join(details)})" if details else "")
-    return str(data or "")
+    text = " ".join(str(data or "").split())  # e.g. a proxy's HTML error page: keep a short line
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 class GitHubClient:
@@ -141,11 +142,14 @@ class GitHubClient:
         if not isinstance(exc, GithubException):  # network error, timeout, dropped connection
             return self.policy.backoff(attempt), f"could not reach GitHub ({type(exc).__name__})"
         status = exc.status
-        if 500 <= status < 600:
-            return self.policy.backoff(attempt), f"GitHub answered {status} {_message(exc) or 'server error'}"
         message = _message(exc)
-        limited = "rate limit" in message.lower()
         retry_after = _header(exc.headers, "Retry-After")
+        if 500 <= status < 600:
+            wait = self.policy.backoff(attempt)
+            if retry_after is not None:
+                wait = min(max(wait, _parse_retry_after(retry_after)), self.policy.max_wait_s)
+            return wait, f"GitHub answered {status} {message or 'server error'}"
+        limited = "rate limit" in message.lower()
         if status == 429 or (status == 403 and (limited or retry_after is not None)):
             if retry_after is not None:
                 wait = _parse_retry_after(retry_after)
