@@ -14,6 +14,7 @@ from speedstats.bench.environment import subprocess_env
 pytestmark = pytest.mark.heavy
 
 ROOT = Path(__file__).resolve().parents[1]
+HEAD_SHA = "0123456789abcdef0123456789abcdef01234567"
 
 # One case of each kind, a case that cannot finish in its timeout, and a shape PyTorch rejects
 # (batch norm over a 1x1 map with batch 1). They run in this order.
@@ -44,10 +45,14 @@ def tiny_run(tmp_path_factory):
     suite = tmp / "tiny.yml"
     suite.write_text(TINY_SUITE)
     out = tmp / "out"
-    env = dict(os.environ, SPEEDSTATS_LOCK_DIR=str(tmp / "locks"))
-    env.pop("GITHUB_OUTPUT", None)
+    event = tmp / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7, "head": {"sha": HEAD_SHA}}}))
+    env = dict(os.environ, SPEEDSTATS_LOCK_DIR=str(tmp / "locks"), GITHUB_OUTPUT=str(tmp / "outputs"),
+               GITHUB_EVENT_PATH=str(event), GITHUB_REPOSITORY="octo/flow", GITHUB_RUN_ID="4242",
+               GITHUB_SHA="f" * 40)
     proc = speedstats("run", "--suite", str(suite), "--device", "cpu", "--out", str(out),
-                      "--cache-dir", str(tmp / "cache"), env=env)
+                      "--cache-dir", str(tmp / "cache"), "--bundle", str(tmp / "bundle"),
+                      "--history", str(tmp / "history.jsonl"), env=env)
     raw = json.loads((out / "results.json").read_text())
     return proc, out, raw, results_model.results_from_dict(raw)
 
@@ -112,6 +117,25 @@ def test_run_prints_and_writes_the_rendered_comment(tiny_run):
     assert proc.stdout == body + "\n"
     assert "OneFlow resnet50 time: " in body and "input_shape=[2, 3, 32, 32], ddp, world size=2)" in body
     assert "OneFlow swin dataloader time: " in body and "num_workers=1)" in body
+
+
+def test_bundle_history_and_action_outputs_carry_the_same_run(tiny_run):
+    from speedstats.actions_io import read_outputs
+    from speedstats.analysis.history import read_history
+    from speedstats.bundle import read_bundle
+
+    _, out, _, results = tiny_run
+    tmp = out.parent
+    bundle = read_bundle(tmp / "bundle")
+    assert (bundle.repo, bundle.pr_number, bundle.head_sha, bundle.run_id) == ("octo/flow", 7, HEAD_SHA, 4242)
+    assert bundle.body == (out / "comment.md").read_text(encoding="utf-8")
+    assert bundle.results.to_dict() == results.to_dict()
+    outputs = read_outputs(tmp / "outputs")
+    assert outputs["verdict"] == "fail" and int(outputs["score"]) >= 4
+    assert outputs["results"] == str(out / "results.json")
+    entries, problems = read_history(tmp / "history.jsonl")
+    assert problems == [] and len(entries) == 1 and entries[0].commit == "f" * 40
+    assert entries[0].results.to_dict() == results.to_dict()
 
 
 def test_progress_names_case_framework_and_round(tiny_run):

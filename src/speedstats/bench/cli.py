@@ -70,6 +70,7 @@ def run_command(args):
         for case in suite.cases:
             case.rounds = args.rounds
     device = resolve_device(args.device)
+    bundle_identity = bundle_identity_or_fail(args.bundle)
     out = Path(args.out)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
@@ -83,10 +84,24 @@ def run_command(args):
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device))
         results = runner.run()
-    return report(results, suite, out, args)
+    return report(results, suite, out, args, bundle_identity)
 
 
-def report(results, suite, out, args):
+def bundle_identity_or_fail(bundle_dir):
+    """The job's PR, head sha, run id and repo for --bundle, checked before anything is measured."""
+    if not bundle_dir:
+        return None
+    from speedstats.bundle import identity_from_env
+
+    identity = identity_from_env()
+    missing = [name for name, value in (("GITHUB_RUN_ID", identity.run_id), ("GITHUB_REPOSITORY", identity.repo),
+                                        ("GITHUB_SHA or the event's head sha", identity.head_sha)) if not value]
+    if missing:
+        raise UserError(f"--bundle: needs {', '.join(missing)} (set inside a GitHub Actions job)")
+    return identity
+
+
+def report(results, suite, out, args, bundle_identity=None):
     """Render, write comment.md, set the Action's outputs, bundle and history; the exit status."""
     from speedstats.actions_io import set_output
     from speedstats.fsutil import write_atomic
@@ -103,10 +118,10 @@ def report(results, suite, out, args):
     set_output("score", str(rendered.score))
     set_output("results", str(results_path))
     set_output("comment-file", str(comment_path))
-    if args.bundle:
-        from speedstats.bundle import write_bundle_from_env
+    if bundle_identity is not None:
+        from speedstats.bundle import write_bundle
 
-        write_bundle_from_env(args.bundle, results_path.read_text(encoding="utf-8"), rendered.body)
+        write_bundle(args.bundle, results_path.read_text(encoding="utf-8"), rendered.body, *bundle_identity)
     if args.history:
         from speedstats.analysis.history import append_history
 
