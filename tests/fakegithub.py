@@ -43,6 +43,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -683,7 +684,10 @@ def actions_env(gh, token, repo, tmp_path, event_name=None, event=None, **extra)
         "SPEEDSTATS_GITHUB_TIME_SCALE": "0.001",
     }
     if event is not None:
-        path = tmp_path / f"event-{len(list(tmp_path.glob('event-*.json')))}.json"
+        # a fresh name per call: concurrent runs in one test must not share (or overwrite) a payload
+        fd, name = tempfile.mkstemp(prefix="event-", suffix=".json", dir=tmp_path)
+        os.close(fd)
+        path = Path(name)
         path.write_text(json.dumps(event), encoding="utf-8")
         env["GITHUB_EVENT_PATH"] = str(path)
         env["GITHUB_EVENT_NAME"] = event_name or next(

@@ -36,7 +36,7 @@ def speedstats(*args, env=None, cwd=None):
     full_env = dict(os.environ if env is None else env)
     full_env["PYTHONPATH"] = str(ROOT / "src")
     return subprocess.run([sys.executable, "-m", "speedstats", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=900)
+                          env=full_env, cwd=cwd, timeout=900, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_oneflow_and_torchvision_resnet50_are_the_same_architecture():
         "print(count(flowvision.models.resnet50()), count(torchvision.models.resnet50()))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=subprocess_env("oneflow"), timeout=300)
+                          env=subprocess_env("oneflow"), timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     of_params, pt_params = map(int, proc.stdout.split())
     assert of_params == pt_params == 25_557_032

@@ -6,9 +6,10 @@ iteration; with several rounds, `per_iter_s` is the median round and `total_s` i
 `times`, so the printed `per-iteration (= total / times)` stays true.
 """
 
+from __future__ import annotations
+
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
 
 from speedstats.errors import UserError
 
@@ -19,13 +20,13 @@ CASE_KINDS = ("resnet50", "swin_dataloader")
 
 @dataclass
 class FrameworkResult:
-    total_s: Optional[float] = None
-    per_iter_s: Optional[float] = None
-    times: Optional[int] = None
-    rounds_s: List[float] = field(default_factory=list)  # per-iteration time of each round
-    peak_memory_bytes: Optional[int] = None
-    memory_kind: Optional[str] = None  # "cuda-allocator" or "rss"
-    error: Optional[str] = None
+    total_s: float | None = None
+    per_iter_s: float | None = None
+    times: int | None = None
+    rounds_s: list[float] = field(default_factory=list)  # per-iteration time of each round
+    peak_memory_bytes: int | None = None
+    memory_kind: str | None = None  # "cuda-allocator" or "rss"
+    error: str | None = None
 
     @property
     def ok(self):
@@ -38,14 +39,14 @@ class CaseResult:
     kind: str
     batch_size: int
     times: int
-    input_shape: Optional[List[int]] = None  # resnet50 cases
-    num_workers: Optional[int] = None  # dataloader cases
+    input_shape: list[int] | None = None  # resnet50 cases
+    num_workers: int | None = None  # dataloader cases
     ddp: bool = False
     world_size: int = 1
-    started_at: Optional[str] = None
-    finished_at: Optional[str] = None
-    error: Optional[str] = None
-    frameworks: Dict[str, FrameworkResult] = field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    frameworks: dict[str, FrameworkResult] = field(default_factory=dict)
 
     @property
     def failure(self):
@@ -76,11 +77,11 @@ class Results:
     suite: str
     device: str
     gpu_name: str
-    cases: List[CaseResult] = field(default_factory=list)
-    versions: Dict[str, Optional[str]] = field(default_factory=dict)
-    started_at: Optional[str] = None
-    finished_at: Optional[str] = None
-    error: Optional[str] = None  # the whole run failed before any case (e.g. environment broken)
+    cases: list[CaseResult] = field(default_factory=list)
+    versions: dict[str, str | None] = field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None  # the whole run failed before any case (e.g. environment broken)
     schema: str = SCHEMA
 
     @property

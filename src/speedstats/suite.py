@@ -5,9 +5,10 @@ may start from one of them with `extends: NAME` and override any field; cases ar
 (fields of a known id are overridden, a new id is appended, `skip: true` drops a case).
 """
 
+from __future__ import annotations
+
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 import yaml
 
@@ -26,7 +27,7 @@ class DatasetSpec:
     min_side: int = 300
     max_side: int = 500
     seed: int = 0
-    cache_dir: Optional[str] = None  # default: <out>/../.cache/speedstats/dataset-...
+    cache_dir: str | None = None  # default: <out>/../.cache/speedstats/dataset-...
 
 
 @dataclass
@@ -41,10 +42,10 @@ class CaseSpec:
     image_size: int = 224  # resnet50 input side
     ddp: bool = False
     world_size: int = 1
-    num_workers: Optional[int] = None  # dataloader
+    num_workers: int | None = None  # dataloader
     input_size: int = 224  # dataloader transform output side
-    min_relative_speed: Optional[float] = None
-    max_oneflow_ms: Dict[str, float] = field(default_factory=dict)  # GPU name -> ms, "default" key
+    min_relative_speed: float | None = None
+    max_oneflow_ms: dict[str, float] = field(default_factory=dict)  # GPU name -> ms, "default" key
 
     @property
     def input_shape(self):
@@ -60,7 +61,7 @@ class CaseSpec:
 @dataclass
 class Suite:
     name: str
-    cases: List[CaseSpec]
+    cases: list[CaseSpec]
     dataset: DatasetSpec = field(default_factory=DatasetSpec)
     warmup: int = 5
     rounds: int = 1
