@@ -33,6 +33,7 @@ DEFAULTS = {
     "fail-on-regression": "true",
     "lock-timeout": "",
     "bundle": "",
+    "history": "",
 }
 
 # What the commands exit with (see `speedstats run --help`).
@@ -76,7 +77,8 @@ def _optional(flag, value):
 def run_argv(inputs):
     return (["run", "--device", inputs["device"], "--out", inputs["out"]]
             + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
-            + _optional("--lock-timeout", inputs["lock-timeout"]) + _optional("--bundle", inputs["bundle"]))
+            + _optional("--lock-timeout", inputs["lock-timeout"]) + _optional("--bundle", inputs["bundle"])
+            + _optional("--history", inputs["history"]))
 
 
 def comment_argv(inputs, body_file):

@@ -158,9 +158,9 @@ def test_outputs_are_the_ones_the_commands_set():
 def test_run_inputs_reach_speedstats_run(tmp_path):
     assert planned(tmp_path, command="run") == "speedstats run --device cuda --out speedstats-out\n"
     printed = planned(tmp_path, command="run", suite=".github/speed.yml", profile="smoke", device="cpu",
-                      out="o2", **{"lock-timeout": "90", "bundle": "bundle-dir"})
+                      out="o2", history="h.jsonl", **{"lock-timeout": "90", "bundle": "bundle-dir"})
     assert printed == ("speedstats run --device cpu --out o2 --suite .github/speed.yml --profile smoke "
-                       "--lock-timeout 90 --bundle bundle-dir\n")
+                       "--lock-timeout 90 --bundle bundle-dir --history h.jsonl\n")
 
 
 def test_run_and_comment_posts_the_rendered_body(tmp_path):
@@ -216,7 +216,7 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
 
     parser = build_parser()
     lines = (planned(tmp_path, command="run", suite="s.yml", profile="smoke", device="cpu",
-                     **{"lock-timeout": "5", "bundle": "b"})
+                     history="h.jsonl", **{"lock-timeout": "5", "bundle": "b"})
              + planned(tmp_path, pr="3", **{"comment-mode": "new"})
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
              + planned(tmp_path, command="automerge-guard", pr="3", status="success"))
