@@ -35,7 +35,7 @@ def main():
         wall = time.perf_counter() - start
         results = json.loads((out / "results.json").read_text())
         setups = {}
-        for ready in out.glob("work/*/*/ready.json"):
+        for ready in out.glob("workers/*/*/ready.json"):
             setups[(ready.parent.parent.name, ready.parent.name)] = json.loads(ready.read_text())["setup_s"]
     timed_total = 0.0
     print(f"{'case':<24} {'framework':<9} {'timed s':>9} {'setup+warm-up s':>16}")

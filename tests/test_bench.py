@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,8 @@ warmup: 1
 timeout_s: 240
 dataset: {images: 24, classes: 2, min_side: 64, max_side: 96}
 cases:
-  - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 32, times: 1, min_relative_speed: 0.01}
+  - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 32, times: 1, rounds: 2,
+     min_relative_speed: 0.01}
   - {id: never-ready, kind: resnet50, batch_size: 2, image_size: 32, times: 1, timeout_s: 1}
   - {id: resnet50-ddp-bs2, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: 1}
   - {id: impossible-shape, kind: resnet50, batch_size: 1, image_size: 16, times: 1}
@@ -69,12 +71,25 @@ def test_every_case_kind_gets_real_figures_from_both_frameworks(tiny_run):
         for name in ("oneflow", "pytorch"):
             fw = record.frameworks[name]
             assert fw.total_s > 0 and fw.per_iter_s == pytest.approx(fw.total_s / fw.times)
-            assert fw.times == record.times and len(fw.rounds_s) == 1
+            rounds = 2 if case_id == "resnet50-bs2" else 1
+            assert fw.times == record.times and len(fw.rounds_s) == fw.spread_s["n"] == rounds
+            assert fw.spread_s["median"] == fw.per_iter_s
+            assert fw.spread_s["min"] == min(fw.rounds_s) and fw.spread_s["max"] == max(fw.rounds_s)
             assert fw.memory_kind == "rss" and fw.peak_memory_bytes > 50 * 2**20
     ddp = case(results, "resnet50-ddp-bs2")
     assert ddp.ddp is True and ddp.world_size == 2 and ddp.input_shape == [2, 3, 32, 32]
     loader = case(results, "swin-dataloader-w1")
     assert loader.num_workers == 1 and loader.input_shape is None
+
+
+def test_rounds_alternate_between_the_frameworks(tiny_run):
+    _, out, _, _ = tiny_run
+    work = out / "workers" / "resnet50-bs2"
+    rounds = [json.loads((work / fw / f"round-{k}.json").read_text())
+              for k in (0, 1) for fw in ("oneflow", "pytorch")]
+    # OneFlow round 1, PyTorch round 1, OneFlow round 2, PyTorch round 2: never overlapping
+    for earlier, later in zip(rounds, rounds[1:]):
+        assert earlier["ended_unix"] <= later["started_unix"]
 
 
 def test_failed_cases_are_recorded_and_the_others_still_measured(tiny_run):
@@ -105,7 +120,8 @@ def test_results_json_follows_the_schema(tiny_run):
         assert set(record) >= {"id", "kind", "batch_size", "times", "input_shape", "num_workers", "ddp",
                                "world_size", "started_at", "finished_at", "error", "frameworks"}
         for fw in record["frameworks"].values():
-            assert set(fw) >= {"total_s", "per_iter_s", "times", "rounds_s", "peak_memory_bytes", "error"}
+            assert set(fw) >= {"total_s", "per_iter_s", "times", "rounds_s", "spread_s", "peak_memory_bytes",
+                               "memory_kind", "error"}
     # what it wrote loads back through the validating loader unchanged
     assert results_model.loads(results.to_json()).to_dict() == results.to_dict()
 
@@ -143,6 +159,27 @@ def test_progress_names_case_framework_and_round(tiny_run):
     assert "[1/5] resnet50-bs2 (resnet50, input_shape=[2, 3, 32, 32])" in proc.stderr
     assert "[3/5]   PyTorch: round 1/1: " in proc.stderr
     assert "[5/5]   OneFlow: ready after " in proc.stderr
+
+
+def test_a_terminated_run_leaves_no_worker_behind(tmp_path):
+    suite = tmp_path / "long.yml"
+    suite.write_text("name: long\nwarmup: 0\ncases:\n"
+                     "  - {id: long, kind: resnet50, batch_size: 2, image_size: 32, times: 100000}\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
+                             "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stderr:
+        if "PyTorch: ready after" in line:
+            break
+    pids = [json.loads((out / "workers" / "long" / fw / "ready.json").read_text())["pid"]
+            for fw in ("oneflow", "pytorch")]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_oneflow_and_torchvision_resnet50_are_the_same_architecture():

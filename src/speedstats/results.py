@@ -24,6 +24,7 @@ class FrameworkResult:
     per_iter_s: float | None = None
     times: int | None = None
     rounds_s: list[float] = field(default_factory=list)  # per-iteration time of each round
+    spread_s: dict[str, float] | None = None  # of rounds_s: n, median, min, max, q1, q3, iqr, mad
     peak_memory_bytes: int | None = None
     memory_kind: str | None = None  # "cuda-allocator" or "rss"
     error: str | None = None
@@ -111,6 +112,16 @@ def _field(data, key, types, where, required=True, default=None):
 _NUM = (float, int)
 
 
+def _spread(data, where):
+    spread = _field(data, "spread_s", (dict,), where, required=False)
+    if spread is None:
+        return None
+    for key, value in spread.items():
+        if isinstance(value, bool) or not isinstance(value, _NUM):
+            raise UserError(f"{where}: field 'spread_s.{key}' must be a number, got {value!r}")
+    return dict(spread)
+
+
 def framework_from_dict(data, where):
     if not isinstance(data, dict):
         raise UserError(f"{where}: must be an object")
@@ -119,6 +130,7 @@ def framework_from_dict(data, where):
         per_iter_s=_field(data, "per_iter_s", _NUM, where, required=False),
         times=_field(data, "times", (int,), where, required=False),
         rounds_s=[float(x) for x in _field(data, "rounds_s", (list,), where, required=False, default=[])],
+        spread_s=_spread(data, where),
         peak_memory_bytes=_field(data, "peak_memory_bytes", (int,), where, required=False),
         memory_kind=_field(data, "memory_kind", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),

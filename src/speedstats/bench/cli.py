@@ -1,6 +1,7 @@
 """`speedstats run`: run the suite, write results.json and comment.md, print the comment."""
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -76,6 +77,9 @@ def run_command(args):
     progress = _progress
     lock_timeout = suite.lock_timeout_s if args.lock_timeout is None else args.lock_timeout
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
+    # A cancelled job gets SIGTERM: unwind like Ctrl-C, so the runner kills its workers (they run in
+    # sessions of their own and would otherwise keep the GPU busy).
+    signal.signal(signal.SIGTERM, _terminate)
     with device_lock(device, lock_timeout):
         dataset_dir = None
         if any(c.kind == "swin_dataloader" for c in suite.cases):
@@ -133,6 +137,10 @@ def report(results, suite, out, args, bundle_identity=None):
     if failed:
         return EXIT_CASE_FAILED
     return 0 if rendered.passed else 1
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _progress(message):

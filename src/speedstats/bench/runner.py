@@ -10,18 +10,19 @@ error and the run goes on. results.json is rewritten (atomically) after every ca
 is killed keeps what it measured.
 """
 
+import dataclasses
 import datetime
 import json
 import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from speedstats.analysis.stats import spread
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.fsutil import write_atomic
 from speedstats.results import FRAMEWORKS, CaseResult, FrameworkResult, Results
@@ -174,8 +175,10 @@ def _framework_result(state, case):
     result = FrameworkResult(times=case.times, error=state.error)
     if state.rounds and state.error is None:
         per_iter = [total / case.times for total in state.rounds]
+        rounds = spread(per_iter)
         result.rounds_s = per_iter
-        result.per_iter_s = statistics.median(per_iter)
+        result.spread_s = dataclasses.asdict(rounds)
+        result.per_iter_s = rounds.median
         result.total_s = result.per_iter_s * case.times
         result.peak_memory_bytes = state.memory.get("peak_memory_bytes")
         result.memory_kind = state.memory.get("memory_kind")
@@ -219,7 +222,7 @@ class SuiteRunner:
             ddp=case.ddp, world_size=case.world_size, started_at=now_iso(),
         )
         deadline = time.monotonic() + case.timeout_s
-        work = self.out_dir / "work" / case.id
+        work = self.out_dir / "workers" / case.id
         states = {fw: CaseRun(Worker(fw, case, self.device, work / fw, self.dataset_dir, deadline))
                   for fw in FRAMEWORKS}
         try:

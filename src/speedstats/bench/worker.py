@@ -7,7 +7,7 @@ started by a launcher (which owns the ranks' stdin and stdout) is steered the sa
 
     worker (rank 0) writes ready.json      after setup and warm-up
     runner writes      go-K                to start timed round K (every rank waits for it)
-    worker (rank 0) writes round-K.json    {"total_s": ...}
+    worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
     worker (rank 0) writes done.json       after the last round: peak memory
     any rank writes    error-RANK.json     on failure, then exits non-zero
 
@@ -285,15 +285,17 @@ def main(argv=None):
         fw.sync()
         fw.barrier()
         if rank == 0:
-            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start})
+            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid()})
         for k in range(spec["rounds"]):
             _wait_for(control / f"go-{k}", deadline)
             fw.barrier()
+            started_unix = time.time()
             start = time.perf_counter()
             measurement.run(spec["times"])
             total = time.perf_counter() - start
             if rank == 0:
-                _write_json(control / f"round-{k}.json", {"total_s": total})
+                _write_json(control / f"round-{k}.json",
+                            {"total_s": total, "started_unix": started_unix, "ended_unix": time.time()})
         fw.barrier()
         if rank == 0:
             peak, kind = fw.peak_memory()
