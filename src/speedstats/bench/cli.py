@@ -47,6 +47,26 @@ def resolve_device(device):
     return "cuda" if has_gpu else "cpu"
 
 
+def check_templates(suite, templates_dir):
+    """Render made-up figures for every case of the suite, and a failed case, before measuring:
+    a broken template then fails in a second, not after the whole run."""
+    from speedstats.render import render_speed_stats
+    from speedstats.results import FRAMEWORKS, CaseResult, FrameworkResult, Results
+
+    cases = []
+    for spec in suite.cases + suite.cases[:1]:
+        figures = {fw: FrameworkResult(total_s=1.0, per_iter_s=1.0 / spec.times, times=spec.times,
+                                       rounds_s=[1.0 / spec.times]) for fw in FRAMEWORKS}
+        cases.append(CaseResult(
+            id=spec.id, kind=spec.kind, batch_size=spec.batch_size, times=spec.times,
+            input_shape=spec.input_shape if spec.kind == "resnet50" else None,
+            num_workers=spec.num_workers if spec.kind == "swin_dataloader" else None,
+            ddp=spec.ddp, world_size=spec.world_size, frameworks=figures))
+    cases[-1].error = "a made-up failure"
+    render_speed_stats(Results(suite=suite.name, device="cpu", gpu_name="template check", cases=cases),
+                       suite, templates_dir=templates_dir)
+
+
 def check_frameworks_installed():
     import importlib.util
 
@@ -64,6 +84,7 @@ def run_command(args):
     from speedstats.suite import load_suite
 
     suite = load_suite(args.suite, args.profile)
+    check_templates(suite, args.templates)
     check_frameworks_installed()
     if args.rounds is not None:
         if args.rounds < 1:
@@ -83,8 +104,9 @@ def run_command(args):
     with device_lock(device, lock_timeout):
         dataset_dir = None
         if any(c.kind == "swin_dataloader" for c in suite.cases):
+            cache = Path(suite.dataset.cache_dir or cache)
             progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
-            dataset_dir = ensure_imagefolder(Path(suite.dataset.cache_dir or cache), suite.dataset, progress)
+            dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device))
         results = runner.run()

@@ -1,0 +1,41 @@
+"""`speedstats run` refuses bad input before it measures anything."""
+
+from pathlib import Path
+
+from speedstats.cli import main
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+
+
+def test_a_template_typo_fails_before_the_run(tmp_path, capsys):
+    mine = tmp_path / "templates"
+    mine.mkdir()
+    macros = (TEMPLATES / "speed_stats_macros.md.j2").read_text(encoding="utf-8")
+    assert "of.per_iter_ms" in macros
+    (mine / "speed_stats_macros.md.j2").write_text(macros.replace("of.per_iter_ms", "of.per_iter_msec"),
+                                                   encoding="utf-8")
+    out = tmp_path / "out"
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--templates", str(mine), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith(f"speedstats: error: {mine / 'speed_stats_macros.md.j2'}:")
+    assert "per_iter_msec" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_bundle_outside_a_job_fails_before_the_run(tmp_path, capsys, monkeypatch):
+    for name in ("GITHUB_RUN_ID", "GITHUB_REPOSITORY", "GITHUB_SHA", "GITHUB_EVENT_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "out"
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--bundle", str(tmp_path / "b"), "--out", str(out)])
+    assert rc == 2
+    assert capsys.readouterr().err == (
+        "speedstats: error: --bundle: needs GITHUB_RUN_ID, GITHUB_REPOSITORY, GITHUB_SHA or the event's "
+        "head sha (set inside a GitHub Actions job)\n")
+    assert not out.exists()
+
+
+def test_rounds_must_be_positive(tmp_path, capsys):
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--rounds", "0", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert capsys.readouterr().err == "speedstats: error: --rounds: must be at least 1, got 0\n"
