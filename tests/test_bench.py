@@ -182,6 +182,35 @@ def test_a_terminated_run_leaves_no_worker_behind(tmp_path):
             os.kill(pid, 0)
 
 
+def test_a_crashed_worker_is_recorded_and_the_run_goes_on(tmp_path):
+    """Each worker is SIGKILLed (as the kernel's OOM killer would) while it measures; with
+    interleave: false, PyTorch starts only after OneFlow is done."""
+    suite = tmp_path / "crash.yml"
+    suite.write_text("name: crash\nwarmup: 0\ninterleave: false\ncases:\n"
+                     "  - {id: crash, kind: resnet50, batch_size: 2, image_size: 32, times: 100000}\n"
+                     "  - {id: after, kind: resnet50, batch_size: 2, image_size: 32, times: 1}\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
+    env.pop("GITHUB_OUTPUT", None)
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
+                             "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        for label, fw in (("OneFlow", "oneflow"), ("PyTorch", "pytorch")):
+            if f"[1/2]   {label}: ready after" in line:
+                ready = json.loads((out / "workers" / "crash" / fw / "ready.json").read_text())
+                os.kill(ready["pid"], signal.SIGKILL)
+    assert proc.wait(timeout=120) == 3
+    log = "".join(seen)
+    assert log.index("[1/2]   OneFlow: round 1/1 FAILED") < log.index("[1/2]   PyTorch: starting")
+    results = results_model.load(out / "results.json")
+    for fw in ("oneflow", "pytorch"):
+        assert case(results, "crash").frameworks[fw].error.startswith("killed by SIGKILL (out of memory?)")
+    assert case(results, "after").failure is None
+
+
 def test_oneflow_and_torchvision_resnet50_are_the_same_architecture():
     script = (
         "import flowvision, torchvision\n"
