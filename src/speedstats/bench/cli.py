@@ -50,18 +50,16 @@ def resolve_device(device):
 def check_templates(suite, templates_dir):
     """Render made-up figures for every case of the suite, and a failed case, before measuring:
     a broken template then fails in a second, not after the whole run."""
+    from speedstats.bench.runner import case_record
     from speedstats.render import render_speed_stats
-    from speedstats.results import FRAMEWORKS, CaseResult, FrameworkResult, Results
+    from speedstats.results import FRAMEWORKS, FrameworkResult, Results
 
     cases = []
     for spec in suite.cases + suite.cases[:1]:
-        figures = {fw: FrameworkResult(total_s=1.0, per_iter_s=1.0 / spec.times, times=spec.times,
-                                       rounds_s=[1.0 / spec.times]) for fw in FRAMEWORKS}
-        cases.append(CaseResult(
-            id=spec.id, kind=spec.kind, batch_size=spec.batch_size, times=spec.times,
-            input_shape=spec.input_shape if spec.kind == "resnet50" else None,
-            num_workers=spec.num_workers if spec.kind == "swin_dataloader" else None,
-            ddp=spec.ddp, world_size=spec.world_size, frameworks=figures))
+        record = case_record(spec)
+        record.frameworks = {fw: FrameworkResult(total_s=1.0, per_iter_s=1.0 / spec.times, times=spec.times,
+                                                 rounds_s=[1.0 / spec.times]) for fw in FRAMEWORKS}
+        cases.append(record)
     cases[-1].error = "a made-up failure"
     render_speed_stats(Results(suite=suite.name, device="cpu", gpu_name="template check", cases=cases),
                        suite, templates_dir=templates_dir)

@@ -185,6 +185,16 @@ def _framework_result(state, case):
     return result
 
 
+def case_record(case):
+    """An empty CaseResult describing a suite case, for its figures to be filled in."""
+    return CaseResult(
+        id=case.id, kind=case.kind, batch_size=case.batch_size, times=case.times,
+        input_shape=case.input_shape if case.kind == "resnet50" else None,
+        num_workers=case.num_workers if case.kind == "swin_dataloader" else None,
+        ddp=case.ddp, world_size=case.world_size,
+    )
+
+
 def case_label(case):
     if case.kind == "swin_dataloader":
         return f"{case.id} (swin dataloader, batch {case.batch_size}, num_workers={case.num_workers})"
@@ -215,12 +225,8 @@ class SuiteRunner:
         return results
 
     def run_case(self, case, prefix):
-        record = CaseResult(
-            id=case.id, kind=case.kind, batch_size=case.batch_size, times=case.times,
-            input_shape=case.input_shape if case.kind == "resnet50" else None,
-            num_workers=case.num_workers if case.kind == "swin_dataloader" else None,
-            ddp=case.ddp, world_size=case.world_size, started_at=now_iso(),
-        )
+        record = case_record(case)
+        record.started_at = now_iso()
         deadline = time.monotonic() + case.timeout_s
         work = self.out_dir / "workers" / case.id
         states = {fw: CaseRun(Worker(fw, case, self.device, work / fw, self.dataset_dir, deadline))

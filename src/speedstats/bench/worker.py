@@ -43,9 +43,7 @@ class Framework:
     """What a measurement needs from a framework: device, sync, barrier, memory figure."""
 
     def __init__(self, spec):
-        self.spec = spec
         self.ddp = spec["ddp"]
-        self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.cuda = spec["device"] == "cuda"
 
