@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from speedstats.errors import UserError
+from speedstats.text import one_line as text_one_line
 
 PASS_MARK = "\u2714\ufe0f "  # heavy check mark, emoji presentation, space
 FAIL_MARK = "\u274c "  # cross mark, space
@@ -47,11 +48,8 @@ class Verdict:
 
 
 def one_line(text, limit=ERROR_TEXT_LIMIT):
-    """The text with its whitespace collapsed to single spaces, cut to `limit` characters."""
-    text = " ".join(str(text).split())
-    if len(text) > limit:
-        text = text[: limit - 1].rstrip() + "\u2026"
-    return text
+    """The text on one line, cut to `limit` characters (see speedstats.text.one_line)."""
+    return text_one_line(text, limit)
 
 
 def as_printed(value, digits):

@@ -23,6 +23,8 @@ import time
 import traceback
 from pathlib import Path
 
+from speedstats.text import one_line
+
 POLL_S = 0.005
 
 
@@ -261,9 +263,8 @@ class DataLoaderBatches:
 MEASUREMENTS = {"resnet50": ResNet50Step, "swin_dataloader": DataLoaderBatches}
 
 
-def one_line(exc):
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return " ".join(text.split())[:500]
+def error_line(exc):
+    return one_line(f"{type(exc).__name__}: {exc}", limit=500)
 
 
 def main(argv=None):
@@ -301,7 +302,7 @@ def main(argv=None):
         fw.close()
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the runner as data
         _write_json(control / f"error-{rank}.json",
-                    {"error": one_line(exc), "traceback": traceback.format_exc()[-4000:]})
+                    {"error": error_line(exc), "traceback": traceback.format_exc()[-4000:]})
         sys.stderr.write(traceback.format_exc())
         sys.stderr.flush()
         os._exit(1)  # skip framework teardown, which can hang after a failure

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from speedstats.errors import UserError
+from speedstats.text import one_line
 
 FORK_MESSAGES = ("resource not accessible by integration", "resource not accessible by personal access token")
 TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
@@ -100,8 +101,7 @@ def _message(exc):
         details = [e.get("message") or e.get("code") for e in data.get("errors") or [] if isinstance(e, dict)]
         details = [str(d) for d in details if d]
         return message + (f" ({'; '.join(details)})" if details else "")
-    text = " ".join(str(data or "").split())  # e.g. a proxy's HTML error page: keep a short line
-    return text if len(text) <= 200 else text[:200] + "..."
+    return one_line(data or "", limit=200)  # e.g. a proxy's HTML error page: keep a short line
 
 
 class GitHubClient:
