@@ -29,7 +29,7 @@ RUN pip install --quiet -c constraints.txt -r requirements/light.txt -r requirem
  && pip install --quiet -c constraints.txt --no-build-isolation --no-deps flowvision==0.2.1 \
  && pip install --quiet -c constraints.txt "setuptools==84.2.1"
 
-# The project itself, installed in place: templates/ and suites/ are found beside src/.
+# The project itself, installed in place; its templates and suites are package data.
 COPY . .
 RUN pip install --quiet -c constraints.txt --no-build-isolation --no-deps -e . \
  && speedstats --version

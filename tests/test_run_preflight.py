@@ -4,7 +4,7 @@ from pathlib import Path
 
 from speedstats.cli import main
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "src" / "speedstats" / "templates"
 
 
 def test_a_template_typo_fails_before_the_run(tmp_path, capsys):

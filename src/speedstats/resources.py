@@ -1,19 +1,23 @@
-"""Where the built-in suites and templates live (top-level folders of the project)."""
+"""Where the built-in suites and templates live: package data, found through importlib.resources,
+so a wheel installed anywhere has them."""
 
 import os
+from importlib import resources
 from pathlib import Path
 
 
-def project_root():
+def _package_dir(name):
     override = os.environ.get("SPEEDSTATS_HOME")
     if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2]
+        return Path(override) / name
+    # speedstats is a regular package installed as files (a wheel or an editable checkout), so the
+    # traversable is a real folder that Jinja's FileSystemLoader and glob can use.
+    return Path(str(resources.files("speedstats") / name))
 
 
 def suites_dir():
-    return project_root() / "suites"
+    return _package_dir("suites")
 
 
 def templates_dir():
-    return project_root() / "templates"
+    return _package_dir("templates")
