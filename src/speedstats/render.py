@@ -20,6 +20,10 @@ from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
+NOTES_TEMPLATE = "speed_stats_notes.md.j2"
+ROLE_LABELS = {"oneflow": "head", "oneflow_base": "base", "pytorch": "PyTorch"}
+MAIN_PACKAGE = {"oneflow": ("oneflow", "OneFlow"), "pytorch": ("torch", "PyTorch")}
+COMPANIONS = {"oneflow": ("flowvision",), "pytorch": ("torchvision", "timm")}
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
 
@@ -31,6 +35,7 @@ class Rendered:
     passed: bool
     cases: list[verdicts.CaseVerdict]
     reasons: list[str] = field(default_factory=list)  # why the verdict failed, one line each
+    regressions: list[str] = field(default_factory=list)  # cases slower than the base build
 
 
 @dataclass
@@ -171,9 +176,120 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
         "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
+    notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)
+    if notes:
+        body = f"{body}\n\n{notes}"
     return Rendered(
-        body=body, score=verdict.score, passed=verdict.passed, cases=verdict.cases, reasons=verdict.reasons
+        body=body, score=verdict.score, passed=verdict.passed, cases=verdict.cases, reasons=verdict.reasons,
+        regressions=verdict.regressions,
     )
+
+
+def _time_text(seconds, kind):
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
+
+
+def _percent(ratio):
+    """A ratio as a change in percent, with a change that prints as 0.0 made +0.0 rather than -0.0."""
+    if ratio is None:
+        return None
+    value = (ratio - 1) * 100
+    return value if round(value, 1) != 0 else 0.0
+
+
+def _cell(text):
+    """Text safe inside one markdown table cell: one line, pipes escaped."""
+    return verdicts.one_line(text).replace("|", "\\|")
+
+
+def _paired_row(case):
+    from speedstats.analysis import paired as paired_analysis
+
+    p = case.paired or {}
+    head, base = case.frameworks.get("oneflow"), case.frameworks.get("oneflow_base")
+    verdict = p.get("verdict") or "not comparable"
+    if verdict == "not comparable":
+        reason = p.get("reason") or case.failure or "no figures from both builds"
+        text = f"not comparable: {reason}"
+    else:
+        text = verdict if p.get("low") is not None else f"{verdict} (no noise estimate)"
+    status = (case.confirmation or {}).get("status")
+    if status and verdict == "regression":
+        text += f", {status}"
+    control = None
+    pytorch = case.frameworks.get("pytorch")
+    if pytorch is not None and pytorch.ok and pytorch.rounds_s:
+        drift = paired_analysis.control_drift(pytorch.rounds_s)
+        if drift["moved"] is None:
+            control_text = "too few rounds to tell"
+        else:
+            control_text = paired_analysis.MACHINE_MOVED if drift["moved"] else paired_analysis.STEADY
+        ratio = None if drift["change"] is None else drift["change"] + 1
+        control = {
+            "base": _time_text(drift["first"], case.kind), "head": _time_text(drift["last"], case.kind),
+            "change": _percent(ratio), "low": _percent(drift["low"]), "high": _percent(drift["high"]),
+            "moved": drift["moved"], "text": control_text,
+        }
+    return {
+        "case": _cell(case.id), "kind": case.kind,
+        "base": _time_text(base.per_iter_s if base is not None and base.ok else None, case.kind),
+        "head": _time_text(head.per_iter_s if head is not None and head.ok else None, case.kind),
+        "change": _percent(p.get("ratio")), "low": _percent(p.get("low")), "high": _percent(p.get("high")),
+        "verdict": verdict, "text": _cell(text), "control": control, "confirmation": status,
+    }
+
+
+def build_text(provenance):
+    """One build as the builds line names it: version, git commit, and where it came from."""
+    family = provenance.get("family", "oneflow")
+    package, label = MAIN_PACKAGE.get(family, (family, family))
+    packages = provenance.get("packages") or {}
+    main = packages.get(package) or {}
+    details = []
+    if main.get("git_commit"):
+        details.append(f"git {str(main['git_commit'])[:12]}")
+    if main.get("wheel"):
+        sha = f" sha256 {str(main['sha256'])[:12]}" if main.get("sha256") else ""
+        details.append(f"{main['wheel']}{sha}")
+    elif main.get("requirement"):
+        details.append(str(main["requirement"]))
+    else:
+        details.append(provenance.get("source") or "installed")
+    text = f"{label} {main.get('version') or 'unknown version'} ({', '.join(details)})"
+    companions = [f"{name} {packages[name]['version']}" for name in COMPANIONS.get(family, ())
+                  if (packages.get(name) or {}).get("version")]
+    if companions:
+        text += f" with {', '.join(companions)}"
+    return verdicts.one_line(text)
+
+
+def notes_context(results):
+    """What speed_stats_notes.md.j2 sees (see its header)."""
+    from speedstats.analysis import stats
+
+    with_base = "oneflow_base" in results.builds or any("oneflow_base" in c.frameworks for c in results.cases)
+    rows = [_paired_row(c) for c in results.cases] if with_base else []
+    confirmed, cleared = [], []
+    for case in results.cases:
+        status = (case.confirmation or {}).get("status")
+        entry = {"id": _cell(case.id), "flags": [_cell(f.split(": ", 1)[-1]) for f in case.confirmation["flags"]]
+                 if status else []}
+        if status == "confirmed":
+            confirmed.append(entry)
+        elif status == "cleared":
+            cleared.append(entry)
+    roles = [r for r in ROLE_LABELS if r in results.builds]
+    builds = [{"role": ROLE_LABELS[r] if with_base or r != "oneflow" else "", "text": build_text(results.builds[r])}
+              for r in roles]
+    for build in builds:
+        build["role"] = build["role"] if build["role"] != "PyTorch" else ""
+    return {
+        "rows": rows, "confirmed": confirmed, "cleared": cleared, "builds": builds,
+        "min_effect": stats.DEFAULT_MIN_EFFECT * 100, "confidence": stats.DEFAULT_CONFIDENCE * 100,
+        "fail_mark": verdicts.FAIL_MARK,
+    }
 
 
 def render_docs_preview(base_url, owner, repo, number, templates_dir=None):

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 from speedstats.errors import UserError
 
 SCHEMA = "speedstats/results/v1"
-FRAMEWORKS = ("oneflow", "pytorch")
+FRAMEWORKS = ("oneflow", "pytorch")  # the two of the Speed stats block: the head OneFlow and PyTorch
+BASE = "oneflow_base"  # the OneFlow build the head is judged against, when a baseline is given
+CONTENDERS = ("oneflow", BASE, "pytorch")
 CASE_KINDS = ("resnet50", "swin_dataloader")
 
 
@@ -24,9 +26,11 @@ class FrameworkResult:
     per_iter_s: float | None = None
     times: int | None = None
     rounds_s: list[float] = field(default_factory=list)  # per-iteration time of each round
+    round_iterations: int | None = None  # timed iterations in each round (times when one round)
     spread_s: dict[str, float] | None = None  # of rounds_s: n, median, min, max, q1, q3, iqr, mad
     peak_memory_bytes: int | None = None
     memory_kind: str | None = None  # "cuda-allocator" or "rss"
+    imported: dict | None = None  # the framework module its worker imported: version, file
     error: str | None = None
 
     @property
@@ -48,13 +52,23 @@ class CaseResult:
     finished_at: str | None = None
     error: str | None = None
     frameworks: dict[str, FrameworkResult] = field(default_factory=dict)
+    # With a baseline: head/base per round, and the verdict on them (see analysis.paired).
+    paired: dict | None = None
+    # A flagged case measured again in fresh processes: {"flags": [...], "status": "confirmed" | "cleared",
+    # "rounds": total rounds judged}.
+    confirmation: dict | None = None
+
+    @property
+    def measured(self):
+        """The frameworks of the Speed stats block this case ran (both, unless a subset was asked for)."""
+        return [name for name in FRAMEWORKS if name in self.frameworks] or list(FRAMEWORKS)
 
     @property
     def failure(self):
-        """The first error of this case, or None when both frameworks produced a figure."""
+        """The first error of this case, or None when every framework it ran produced a figure."""
         if self.error:
             return self.error
-        for name in FRAMEWORKS:
+        for name in self.measured:
             fw = self.frameworks.get(name)
             if fw is None:
                 return f"{name}: no result"
@@ -67,7 +81,7 @@ class CaseResult:
     @property
     def relative_speed(self):
         """PyTorch time over OneFlow time per iteration, from unrounded figures."""
-        if self.failure:
+        if self.failure or len(self.measured) < len(FRAMEWORKS):
             return None
         of, pt = self.frameworks["oneflow"], self.frameworks["pytorch"]
         return (pt.total_s / pt.times) / (of.total_s / of.times)
@@ -83,6 +97,8 @@ class Results:
     started_at: str | None = None
     finished_at: str | None = None
     error: str | None = None  # the whole run failed before any case (e.g. environment broken)
+    # What each contender measured: version, git commit, wheel and sha256 or requirement (see bench.builds).
+    builds: dict[str, dict] = field(default_factory=dict)
     schema: str = SCHEMA
 
     @property
@@ -130,9 +146,11 @@ def framework_from_dict(data, where):
         per_iter_s=_field(data, "per_iter_s", _NUM, where, required=False),
         times=_field(data, "times", (int,), where, required=False),
         rounds_s=[float(x) for x in _field(data, "rounds_s", (list,), where, required=False, default=[])],
+        round_iterations=_field(data, "round_iterations", (int,), where, required=False),
         spread_s=_spread(data, where),
         peak_memory_bytes=_field(data, "peak_memory_bytes", (int,), where, required=False),
         memory_kind=_field(data, "memory_kind", (str,), where, required=False),
+        imported=_field(data, "imported", (dict,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
     )
     if fw.error is None:
@@ -155,7 +173,7 @@ def case_from_dict(data, where):
     frameworks_data = _field(data, "frameworks", (dict,), where, required=False, default={})
     frameworks = {}
     for name, fw in frameworks_data.items():
-        if name not in FRAMEWORKS:
+        if name not in CONTENDERS:
             raise UserError(f"{where}: unknown framework {name!r} in 'frameworks'")
         frameworks[name] = framework_from_dict(fw, f"{where}.frameworks.{name}")
     shape = _field(data, "input_shape", (list,), where, required=False)
@@ -174,6 +192,8 @@ def case_from_dict(data, where):
         finished_at=_field(data, "finished_at", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
         frameworks=frameworks,
+        paired=_field(data, "paired", (dict,), where, required=False),
+        confirmation=_field(data, "confirmation", (dict,), where, required=False),
     )
     if kind == "resnet50" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
@@ -197,7 +217,17 @@ def results_from_dict(data, where="results"):
         started_at=_field(data, "started_at", (str,), where, required=False),
         finished_at=_field(data, "finished_at", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
+        builds=_builds(data, where),
     )
+
+
+def _builds(data, where):
+    builds = _field(data, "builds", (dict,), where, required=False, default={})
+    for role, build in builds.items():
+        if role not in CONTENDERS or not isinstance(build, dict):
+            raise UserError(f"{where}: field 'builds.{role}' must be one of {', '.join(CONTENDERS)} "
+                            "mapped to an object")
+    return dict(builds)
 
 
 def loads(text, where="results"):

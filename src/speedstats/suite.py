@@ -58,6 +58,20 @@ class CaseSpec:
         return self.max_oneflow_ms.get(DEFAULT_GPU_KEY)
 
 
+BUILD_FIELDS = ("oneflow", "baseline_oneflow", "pytorch", "flowvision", "pip_args")
+
+
+@dataclass
+class BuildsSpec:
+    """What each contender runs: "installed" (the environment's own), a wheel, folder, glob or requirement."""
+
+    oneflow: str = "installed"  # the build under test (the head)
+    baseline_oneflow: str | None = None  # the base build to judge the head against; none: no baseline
+    pytorch: str = "installed"  # torch and torchvision (and timm for the dataloader)
+    flowvision: str = "installed"  # installed into both OneFlow builds when not "installed"
+    pip_args: str = ""  # extra pip arguments for requirements, e.g. "--extra-index-url URL"
+
+
 @dataclass
 class Suite:
     name: str
@@ -69,6 +83,8 @@ class Suite:
     interleave: bool = True
     lock_timeout_s: float = 3600.0
     show_memory: bool = False  # the comment adds each case's peak memory lines
+    builds: BuildsSpec = field(default_factory=BuildsSpec)
+    confirm: bool = True  # measure a flagged case again in fresh processes before alerting
 
     def case(self, case_id):
         for case in self.cases:
@@ -155,7 +171,7 @@ _CASE_FIELDS = {
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory",
+    "show_memory", "builds", "confirm",
 }
 
 
@@ -252,9 +268,14 @@ def suite_from_dict(data, where):
     show_memory = data.get("show_memory", False)
     if not isinstance(show_memory, bool):
         raise UserError(f"{where}: field 'show_memory' must be true or false")
+    confirm = data.get("confirm", True)
+    if not isinstance(confirm, bool):
+        raise UserError(f"{where}: field 'confirm' must be true or false")
     return Suite(
         name=name,
         cases=cases,
+        builds=_builds(data.get("builds"), where),
+        confirm=confirm,
         dataset=dataset,
         warmup=defaults["warmup"],
         rounds=defaults["rounds"],
@@ -263,6 +284,24 @@ def suite_from_dict(data, where):
         lock_timeout_s=_number(data, "lock_timeout_s", where, default=3600.0, minimum=0),
         show_memory=show_memory,
     )
+
+
+def _builds(data, where):
+    if data is None:
+        return BuildsSpec()
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: field 'builds' must be a mapping")
+    unknown = sorted(set(data) - set(BUILD_FIELDS))
+    if unknown:
+        raise UserError(f"{where}: unknown field 'builds.{unknown[0]}' (known: {', '.join(BUILD_FIELDS)})")
+    values = {}
+    for key, value in data.items():
+        if value is None:
+            continue
+        if not isinstance(value, str) or (key != "pip_args" and not value.strip()):
+            raise UserError(f"{where}: field 'builds.{key}' must be a non-empty string, got {value!r}")
+        values[key] = value.strip()
+    return BuildsSpec(**values)
 
 
 def load_suite(path=None, profile=None):

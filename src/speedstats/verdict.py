@@ -7,7 +7,8 @@ on OneFlow's time per iteration (must be at most the threshold; a miss scores 2)
 as numbers, at the precision the comment prints them, so the mark agrees with the figure a reader
 sees (0.99 printed against 0.99 passes). A case that produced no figure scores 2. The job fails at a
 total score of 2 or more, and when the run failed or produced no case. Dataloader cases and the
-PyTorch line are never marked.
+PyTorch line are never marked. With a baseline build measured in the same run, a case whose head is
+a regression against the base (see analysis.paired) fails the job too, whatever the score.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ RELATIVE_SPEED_DIGITS = 2  # as the comment prints a ResNet50 relative speed
 MS_DIGITS = 1  # as the comment prints milliseconds
 ERROR_TEXT_LIMIT = 300
 JUDGED_KINDS = ("resnet50",)
+REGRESSION = "regression"  # analysis.stats.REGRESSION, the paired verdict of a case slower than its base
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Verdict:
     cases: list[CaseVerdict]
     error: str | None = None  # the run-level error on one line, shortened
     reasons: list[str] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)  # ids of cases slower than the base build
 
 
 def one_line(text, limit=ERROR_TEXT_LIMIT):
@@ -76,7 +79,7 @@ def judge_case(case, spec, gpu_name, suite_name="suite"):
     if spec is None:
         return verdict
     _check_spec(case, spec, suite_name)
-    if spec.min_relative_speed is not None:
+    if spec.min_relative_speed is not None and case.relative_speed is not None:
         relative = as_printed(case.relative_speed, RELATIVE_SPEED_DIGITS)
         if relative >= spec.min_relative_speed:
             verdict.marks["relative"] = PASS_MARK
@@ -87,7 +90,7 @@ def judge_case(case, spec, gpu_name, suite_name="suite"):
                 f"{case.id}: relative speed {relative:.{RELATIVE_SPEED_DIGITS}f} is below {spec.min_relative_speed}"
             )
     ms_threshold = spec.ms_threshold(gpu_name)
-    if ms_threshold is not None:
+    if ms_threshold is not None and "oneflow" in case.frameworks:
         oneflow_ms = as_printed(case.frameworks["oneflow"].per_iter_s * 1000, MS_DIGITS)
         if oneflow_ms <= ms_threshold:
             verdict.marks["oneflow"] = PASS_MARK
@@ -108,6 +111,11 @@ def judge(results, suite):
         cases.append(judge_case(case, spec, results.gpu_name, suite.name if suite is not None else "suite"))
     score = sum(c.score for c in cases)
     reasons = [r for c in cases for r in c.reasons]
+    regressions = [c.id for c in results.cases
+                   if not c.failure and c.paired and c.paired.get("verdict") == REGRESSION]
+    for case in results.cases:
+        if case.id in regressions:
+            reasons.append(f"{case.id}: OneFlow {(case.paired['ratio'] - 1) * 100:+.1f}% against the base build")
     error = one_line(results.error) if results.error else None
     if error:
         reasons.append(f"the speed job failed: {error}")
@@ -115,4 +123,5 @@ def judge(results, suite):
         reasons.append("the speed job produced no results")
     if error or not results.cases:
         score += FAILED_CASE_SCORE
-    return Verdict(score=score, passed=score < FAILING_SCORE, cases=cases, error=error, reasons=reasons)
+    return Verdict(score=score, passed=score < FAILING_SCORE and not regressions, cases=cases, error=error,
+                   reasons=reasons, regressions=regressions)

@@ -1,9 +1,16 @@
-"""Runs a suite: every case, both frameworks, each in a process of its own.
+"""Runs a suite: every case, every contender, each in a process of its own.
 
-A case starts one worker per framework (a launcher with its ranks for DDP). With `interleave`
-(the default) both workers are set up and warmed up first, then timed rounds alternate
-OneFlow, PyTorch, OneFlow, PyTorch, so that drift on the machine hits both alike; without it each
-framework runs all its rounds alone, which needs only one framework's memory at a time.
+The contenders of a case are the OneFlow build under test ("oneflow", the head), optionally a base
+OneFlow build to judge it against ("oneflow_base"), and PyTorch ("pytorch"), each from its own build
+(see bench.builds). A case starts one worker per contender (a launcher with its ranks for DDP). With
+`interleave` (the default) every worker is set up and warmed up first, then the timed rounds run one
+contender at a time in an order that changes from round to round, while the others are stopped
+(SIGSTOP), so that neither drift on the machine nor an idle framework's background threads favour one
+of them. Without it each contender runs all its rounds alone, which needs only one framework's memory
+at a time.
+
+A case that the verdict would flag (a threshold missed, a regression against the base) is measured
+again in fresh processes and judged on all of its rounds: confirmed or cleared.
 
 A worker that crashes, hangs past the case's timeout or runs out of memory is recorded with its
 error and the run goes on. results.json is rewritten (atomically) after every case, so a run that
@@ -22,13 +29,20 @@ import sys
 import time
 from pathlib import Path
 
+from speedstats import verdict as verdicts
+from speedstats.analysis import paired as paired_analysis
+from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.fsutil import write_atomic
-from speedstats.results import FRAMEWORKS, CaseResult, FrameworkResult, Results
+from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
 
 POLL_S = 0.005
-LABELS = {"oneflow": "OneFlow", "pytorch": "PyTorch"}
+LABELS = {"oneflow": "OneFlow", BASE: "OneFlow base", "pytorch": "PyTorch"}
+FAMILY = {"oneflow": "oneflow", BASE: "oneflow", "pytorch": "pytorch"}
+# With a baseline, a case needs rounds for an interval: its timed iterations are split into this
+# many rounds (not multiplied), unless the suite asks for more.
+BASELINE_ROUNDS = 5
 
 
 def now_iso():
@@ -65,8 +79,11 @@ def _describe_exit(code):
 class Worker:
     """One framework's process (or launcher) for one case, steered through its control folder."""
 
-    def __init__(self, framework, case, device, control_dir, dataset_dir, deadline):
-        self.framework = framework
+    def __init__(self, framework, case, device, control_dir, dataset_dir, deadline, build=None,
+                 rounds=None, round_iterations=None):
+        self.role = framework
+        self.framework = FAMILY[framework]
+        self.build = build
         self.case = case
         self.control = Path(control_dir)
         self.deadline = deadline
@@ -76,9 +93,10 @@ class Worker:
         self.control.mkdir(parents=True)
         self.log_path = self.control / "worker.log"
         spec = {
-            "framework": framework, "kind": case.kind, "device": device, "ddp": case.ddp,
-            "batch_size": case.batch_size, "image_size": case.image_size, "times": case.times,
-            "warmup": case.warmup, "rounds": case.rounds, "num_workers": case.num_workers,
+            "framework": self.framework, "role": self.role, "kind": case.kind, "device": device,
+            "ddp": case.ddp, "batch_size": case.batch_size, "image_size": case.image_size,
+            "times": round_iterations or case.times, "warmup": case.warmup, "rounds": rounds or case.rounds,
+            "num_workers": case.num_workers,
             "input_size": case.input_size, "dataset_dir": str(dataset_dir) if dataset_dir else None,
             "timeout_s": max(1.0, deadline - time.monotonic()),
         }
@@ -102,9 +120,25 @@ class Worker:
         with open(self.log_path, "wb") as log:
             # A session of its own, so a timeout kills the launcher and every rank together.
             self.proc = subprocess.Popen(
-                self.command(), cwd=self.control, env=subprocess_env(self.framework),
+                self.command(), cwd=self.control, env=self.env(),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
+
+    def env(self):
+        env = subprocess_env(self.framework)
+        return self.build.worker_env(env) if self.build is not None else env
+
+    def _processes(self):
+        return process_tree(self.proc.pid) if self.proc is not None and self.proc.poll() is None else []
+
+    def pause(self):
+        """Stop every process of this worker (SIGSTOP) while another contender's round is timed."""
+        for pid in self._processes():
+            _signal(pid, signal.SIGSTOP)
+
+    def resume(self):
+        for pid in self._processes():
+            _signal(pid, signal.SIGCONT)
 
     def _error_file(self):
         errors = sorted(self.control.glob("error-*.json"))
@@ -157,31 +191,77 @@ class Worker:
             self.proc.wait()
 
 
+def _signal(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def process_tree(root):
+    """root and all its descendants, parents first, from /proc (ranks may run in sessions of their own)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
 class CaseRun:
-    """The state of one framework within a case."""
+    """The state of one contender within a case."""
 
     def __init__(self, worker):
         self.worker = worker
-        self.rounds = []
+        self.rounds = []  # total seconds of each timed round
         self.error = None
         self.memory = {}
+        self.imported = {}  # the framework module the worker imported: version, file
 
     def fail(self, message):
         self.error = message
         self.worker.kill()
 
 
-def _framework_result(state, case):
-    result = FrameworkResult(times=case.times, error=state.error)
-    if state.rounds and state.error is None:
-        per_iter = [total / case.times for total in state.rounds]
-        rounds = spread(per_iter)
+@dataclasses.dataclass
+class RoundPlan:
+    """How a case's timed iterations are cut into rounds: `rounds` of `iterations` each."""
+
+    rounds: int
+    iterations: int
+
+    @classmethod
+    def for_case(cls, case, with_baseline):
+        if not with_baseline or case.rounds >= BASELINE_ROUNDS:
+            return cls(case.rounds, case.times)
+        rounds = min(BASELINE_ROUNDS, case.times)
+        return cls(rounds, max(1, round(case.times / rounds)))
+
+
+def _framework_result(rounds, error, case, plan, memory=None, imported=None):
+    memory = memory or {}
+    result = FrameworkResult(times=case.times, error=error, round_iterations=plan.iterations,
+                             imported=imported or None)
+    if rounds and error is None:
+        per_iter = [total / plan.iterations for total in rounds]
+        summary = spread(per_iter)
         result.rounds_s = per_iter
-        result.spread_s = dataclasses.asdict(rounds)
-        result.per_iter_s = rounds.median
+        result.spread_s = dataclasses.asdict(summary)
+        result.per_iter_s = summary.median
         result.total_s = result.per_iter_s * case.times
-        result.peak_memory_bytes = state.memory.get("peak_memory_bytes")
-        result.memory_kind = state.memory.get("memory_kind")
+        result.peak_memory_bytes = memory.get("peak_memory_bytes")
+        result.memory_kind = memory.get("memory_kind")
     return result
 
 
@@ -202,8 +282,29 @@ def case_label(case):
     return f"{case.id} (resnet50, input_shape={case.input_shape}{extra})"
 
 
+def round_order(contenders, k):
+    """The contenders' order in round k: rotated by one each round, so each takes each place in turn."""
+    shift = k % len(contenders)
+    return list(contenders[shift:]) + list(contenders[:shift])
+
+
+def case_flags(record, spec, gpu_name, suite_name="suite"):
+    """What the verdict would flag on this case: thresholds missed, a regression against the base."""
+    flags = []
+    if record.failure:
+        return flags
+    judged = verdicts.judge_case(record, spec, gpu_name, suite_name)
+    flags.extend(judged.reasons)
+    if record.paired and record.paired.get("verdict") == stats.REGRESSION:
+        flags.append(f"{record.id}: OneFlow {(record.paired['ratio'] - 1) * 100:+.1f}% against the base build")
+    return flags
+
+
 class SuiteRunner:
-    def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown"):
+    """Runs every case of a suite for the contenders; `builds` maps contender to its bench.builds.Build."""
+
+    def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
+                 builds=None, contenders=None, confirm=True):
         self.suite = suite
         self.device = device
         # Workers run in their control folders: every path they are given must be absolute.
@@ -211,10 +312,20 @@ class SuiteRunner:
         self.dataset_dir = Path(dataset_dir).resolve() if dataset_dir else None
         self.progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
         self.gpu_name = gpu_name
+        self.builds = builds or {}
+        default = [c for c in CONTENDERS if c != BASE or BASE in self.builds]
+        self.contenders = [c for c in CONTENDERS if c in (contenders or default)]
+        self.confirm = confirm
+
+    @property
+    def with_baseline(self):
+        return "oneflow" in self.contenders and BASE in self.contenders
 
     def run(self):
         results = Results(suite=self.suite.name, device=self.device, gpu_name=self.gpu_name,
-                          versions=package_versions(), started_at=now_iso())
+                          versions=package_versions(), started_at=now_iso(),
+                          builds={role: dict(self.builds[role].provenance)
+                                  for role in self.contenders if role in self.builds})
         results_path = self.out_dir / "results.json"
         total = len(self.suite.cases)
         for index, case in enumerate(self.suite.cases, 1):
@@ -227,57 +338,104 @@ class SuiteRunner:
     def run_case(self, case, prefix):
         record = case_record(case)
         record.started_at = now_iso()
-        deadline = time.monotonic() + case.timeout_s
-        work = self.out_dir / "workers" / case.id
-        states = {fw: CaseRun(Worker(fw, case, self.device, work / fw, self.dataset_dir, deadline))
-                  for fw in FRAMEWORKS}
-        try:
-            if self.suite.interleave:
-                for fw in FRAMEWORKS:
-                    self._start(states[fw], prefix)
-                for k in range(case.rounds):
-                    for fw in FRAMEWORKS:
-                        self._round(states[fw], k, case, prefix)
-                for fw in FRAMEWORKS:
-                    self._finish(states[fw], prefix)
-            else:
-                for fw in FRAMEWORKS:
-                    self._start(states[fw], prefix)
-                    for k in range(case.rounds):
-                        self._round(states[fw], k, case, prefix)
-                    self._finish(states[fw], prefix)
-        finally:
-            for state in states.values():
-                state.worker.kill()
-        record.frameworks = {fw: _framework_result(states[fw], case) for fw in FRAMEWORKS}
+        plan = RoundPlan.for_case(case, self.with_baseline)
+        states = self._measure(case, plan, self.out_dir / "workers" / case.id, prefix)
+        self._fill(record, case, plan, {role: (s.rounds, s.error, s.memory, s.imported)
+                                        for role, s in states.items()})
+        flags = case_flags(record, case, self.gpu_name, self.suite.name)
+        if flags and self.confirm:
+            self.progress(f"{prefix}   flagged ({'; '.join(flags)}): measuring again in fresh processes")
+            again = self._measure(case, plan, self.out_dir / "workers" / case.id / "confirm", prefix)
+            merged = {}
+            for role, first in states.items():
+                second = again[role]
+                # A contender that failed the second time keeps its first figures; the case is then
+                # judged on those alone, and says so.
+                rounds = first.rounds + (second.rounds if second.error is None else [])
+                merged[role] = (rounds, first.error, second.memory or first.memory, first.imported)
+            self._fill(record, case, plan, merged)
+            remaining = case_flags(record, case, self.gpu_name, self.suite.name)
+            errors = [f"{LABELS[r]}: {s.error}" for r, s in again.items() if s.error]
+            record.confirmation = {
+                "flags": flags,
+                "status": "confirmed" if remaining else "cleared",
+                "remaining": remaining,
+                "rounds": max(len(m[0]) for m in merged.values()),
+                "error": "; ".join(errors) or None,
+            }
+            self.progress(f"{prefix}   {record.confirmation['status']} on {record.confirmation['rounds']} rounds")
         record.finished_at = now_iso()
         return record
 
+    def _fill(self, record, case, plan, measured):
+        record.frameworks = {role: _framework_result(rounds, error, case, plan, memory, imported)
+                             for role, (rounds, error, memory, imported) in measured.items()}
+        if self.with_baseline:
+            head, base = record.frameworks["oneflow"], record.frameworks[BASE]
+            if head.ok and base.ok:
+                record.paired = paired_analysis.judge_paired(head.rounds_s, base.rounds_s)
+            else:
+                record.paired = None
+
+    def _measure(self, case, plan, work, prefix):
+        """One measurement of a case: a fresh worker per contender, `plan.rounds` rounds each."""
+        deadline = time.monotonic() + case.timeout_s
+        states = {role: CaseRun(Worker(role, case, self.device, work / role, self.dataset_dir, deadline,
+                                       build=self.builds.get(role), rounds=plan.rounds,
+                                       round_iterations=plan.iterations))
+                  for role in self.contenders}
+        try:
+            if self.suite.interleave:
+                for role in self.contenders:
+                    self._start(states[role], prefix)
+                    states[role].worker.pause()
+                for k in range(plan.rounds):
+                    for role in round_order(self.contenders, k):
+                        state = states[role]
+                        state.worker.resume()
+                        self._round(state, k, plan, case, prefix)
+                        state.worker.pause()
+                for role in self.contenders:
+                    states[role].worker.resume()
+                    self._finish(states[role], prefix)
+            else:
+                for role in self.contenders:
+                    self._start(states[role], prefix)
+                    for k in range(plan.rounds):
+                        self._round(states[role], k, plan, case, prefix)
+                    self._finish(states[role], prefix)
+        finally:
+            for state in states.values():
+                state.worker.resume()
+                state.worker.kill()
+        return states
+
     def _start(self, state, prefix):
-        label = LABELS[state.worker.framework]
+        label = LABELS[state.worker.role]
         self.progress(f"{prefix}   {label}: starting and warming up ({state.worker.case.warmup} iterations)")
         try:
             state.worker.start()
             ready = state.worker.await_file("ready.json")
+            state.imported = ready.get("imported") or {}
             self.progress(f"{prefix}   {label}: ready after {ready['setup_s']:.1f}s")
         except (WorkerFailed, OSError) as exc:
             state.fail(str(exc))
             self.progress(f"{prefix}   {label}: FAILED: {exc}")
 
-    def _round(self, state, k, case, prefix):
+    def _round(self, state, k, plan, case, prefix):
         if state.error:
             return
-        label = LABELS[state.worker.framework]
+        label = LABELS[state.worker.role]
         try:
             total = state.worker.run_round(k)
         except WorkerFailed as exc:
             state.fail(str(exc))
-            self.progress(f"{prefix}   {label}: round {k + 1}/{case.rounds} FAILED: {exc}")
+            self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} FAILED: {exc}")
             return
         state.rounds.append(total)
         unit, scale = ("s", 1.0) if case.kind == "swin_dataloader" else ("ms", 1000.0)
-        self.progress(f"{prefix}   {label}: round {k + 1}/{case.rounds}: {total / case.times * scale:.3f}{unit}"
-                      f" per iteration ({case.times} iterations in {total:.2f}s)")
+        self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds}: {total / plan.iterations * scale:.3f}{unit}"
+                      f" per iteration ({plan.iterations} iterations in {total:.2f}s)")
 
     def _finish(self, state, prefix):
         if state.error:
@@ -286,4 +444,4 @@ class SuiteRunner:
             state.memory = state.worker.finish()
         except WorkerFailed as exc:
             state.fail(str(exc))
-            self.progress(f"{prefix}   {LABELS[state.worker.framework]}: FAILED at the end: {exc}")
+            self.progress(f"{prefix}   {LABELS[state.worker.role]}: FAILED at the end: {exc}")

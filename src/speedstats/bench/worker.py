@@ -263,6 +263,14 @@ class DataLoaderBatches:
 MEASUREMENTS = {"resnet50": ResNet50Step, "swin_dataloader": DataLoaderBatches}
 
 
+def imported_framework(framework):
+    """Which build this process measures: the framework module's version and file, as imported."""
+    module = sys.modules["torch" if framework == "pytorch" else "oneflow"]
+    return {"version": getattr(module, "__version__", None), "file": getattr(module, "__file__", None),
+            "others": sorted(name for name in ("torch", "oneflow") if name in sys.modules
+                             and sys.modules[name] is not module)}
+
+
 def error_line(exc):
     return one_line(f"{type(exc).__name__}: {exc}", limit=500)
 
@@ -284,7 +292,8 @@ def main(argv=None):
         fw.sync()
         fw.barrier()
         if rank == 0:
-            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid()})
+            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid(),
+                                                 "imported": imported_framework(spec["framework"])})
         for k in range(spec["rounds"]):
             _wait_for(control / f"go-{k}", deadline)
             fw.barrier()
