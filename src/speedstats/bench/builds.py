@@ -1,0 +1,454 @@
+"""The builds a run measures: what the environment has, a wheel, a folder of wheels, or pip requirements.
+
+A build other than "installed" gets its own folder, `<cache>/builds/<family>-<key>/site`, made with
+`pip install --no-deps --target`: it holds only the packages given (the framework, its vision library),
+and the workers put it first on PYTHONPATH, so they import those packages from it and everything else
+(numpy, pillow, protobuf, the CUDA libraries) from the running environment. The key is a sha256 over
+the family, each wheel's sha256 or requirement, the pip arguments and the Python version, so a rerun
+with the same inputs reuses the folder without running pip.
+
+Before anything is measured, a probe process imports the build with the workers' environment and
+reports versions, git commit and module files; that is the build's provenance. A build that does not
+install or import is a UserError naming it. Nothing here imports torch or oneflow.
+"""
+
+import contextlib
+import dataclasses
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from speedstats.bench.environment import subprocess_env
+from speedstats.errors import UserError
+from speedstats.fsutil import write_atomic
+from speedstats.text import one_line
+
+FAMILIES = {"oneflow": ("oneflow", "flowvision"), "pytorch": ("torch", "torchvision", "timm")}
+FRAMEWORK_PACKAGE = {"oneflow": "oneflow", "pytorch": "torch"}
+INSTALLED = "installed"
+LAYOUT_VERSION = 1
+PROBE_TIMEOUT_S = 180
+PIP_TIMEOUT_S = 1800
+_ENVIRONMENT_PACKAGES = ("numpy", "pillow", "protobuf")
+_ERROR_LIMIT = 300
+
+# Run as `python -c PROBE <package>...`: imports the family's packages that have metadata on the path
+# and prints one JSON line about them.
+PROBE = r"""
+import importlib, importlib.metadata, json, platform, sys
+family, names = sys.argv[1], sys.argv[2:]
+imported = {"oneflow": ("oneflow", "flowvision"), "pytorch": ("torch", "torchvision", "timm")}[family]
+report = {"python": platform.python_version(), "packages": {}, "environment": {}}
+for name in names:
+    try:
+        version = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        continue
+    entry = {"version": version, "module_version": None, "git_commit": None, "file": None}
+    if name in imported:
+        module = importlib.import_module(name)
+        entry["module_version"] = getattr(module, "__version__", None)
+        entry["file"] = getattr(module, "__file__", None)
+        if name == "oneflow":
+            entry["git_commit"] = getattr(module, "__git_commit__", None)
+        elif name == "torch":
+            entry["git_commit"] = getattr(getattr(module, "version", None), "git_version", None)
+    report["packages"][name] = entry
+for name in ("numpy", "pillow", "protobuf"):
+    try:
+        report["environment"][name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+print("SPEEDSTATS-PROBE " + json.dumps(report))
+"""
+
+
+def print_to_stderr(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def _dist_name(name):
+    """A distribution name as pip compares them: lower case, runs of -_. as one '-'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSource:
+    """One thing pip installs into a build: a wheel file or a requirement."""
+
+    kind: str  # "wheel" or "requirement"
+    value: str  # the wheel's path, or the requirement text
+
+    @property
+    def package(self):
+        """The distribution name it installs, normalised (None for a URL requirement)."""
+        if self.kind == "wheel":
+            return _dist_name(Path(self.value).name.split("-", 1)[0])
+        match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.value)
+        return _dist_name(match.group(0)) if match and "://" not in self.value else None
+
+    def describe(self):
+        return f"wheel {Path(self.value).name}" if self.kind == "wheel" else self.value
+
+
+@dataclasses.dataclass
+class BuildRequest:
+    role: str
+    family: str
+    sources: list
+    pip_args: list = dataclasses.field(default_factory=list)
+
+    @property
+    def installed(self):
+        return not self.sources
+
+    def describe(self):
+        given = " + ".join(source.describe() for source in self.sources) if self.sources else INSTALLED
+        return f"{self.role} ({given})"
+
+
+def _looks_like_path(token):
+    return "/" in token or token.endswith(".whl") or os.path.exists(token)
+
+
+def _expand_path(role, token):
+    """The wheels a path, folder or glob names; UserError when it names none."""
+    path = Path(token).expanduser()
+    if any(char in token for char in "*?["):
+        matches = sorted(glob.glob(str(path)))
+        files = [m for m in matches if m.endswith(".whl") and os.path.isfile(m)]
+        if not files:
+            raise UserError(f"{role}: {token}: no wheel (.whl) matches")
+        return files
+    if path.is_dir():
+        files = sorted(str(p) for p in path.glob("*.whl") if p.is_file())
+        if not files:
+            raise UserError(f"{role}: {token}: no wheel (.whl) in this folder")
+        return files
+    if path.is_file():
+        if not token.endswith(".whl"):
+            raise UserError(f"{role}: {token}: not a wheel file (.whl)")
+        return [str(path)]
+    raise UserError(f"{role}: {token}: no such wheel, folder or file")
+
+
+def _parse_sources(role, spec):
+    spec = (spec or "").strip()
+    if not spec or spec == INSTALLED:
+        return []
+    tokens = [spec] if os.path.exists(spec) else spec.split()
+    sources = []
+    for token in tokens:
+        if token == INSTALLED:
+            raise UserError(f"{role}: {spec}: 'installed' cannot be combined with other builds")
+        if token.startswith("-"):
+            raise UserError(f"{role}: {spec}: {token} is a pip option; give it in the pip arguments")
+        if "://" in token:
+            sources.append(BuildSource("requirement", token))
+        elif _looks_like_path(token):
+            sources.extend(BuildSource("wheel", path) for path in _expand_path(role, token))
+        elif re.match(r"[A-Za-z0-9]", token):
+            sources.append(BuildSource("requirement", token))
+        else:
+            raise UserError(f"{role}: {spec}: {token} is neither a wheel path nor a pip requirement")
+    return sources
+
+
+def parse_build_spec(role, family, spec, companion_specs=(), pip_args=()):
+    """A BuildRequest from the user's text: "installed", a wheel, a folder of wheels, a glob, or pip
+    requirements (whitespace separated). companion_specs go into the same build (flowvision for a
+    OneFlow build); pip_args (a list, or one string split like a shell) are passed to pip."""
+    if family not in FAMILIES:
+        raise UserError(f"{role}: unknown framework family {family!r} (known: {', '.join(FAMILIES)})")
+    sources = _parse_sources(role, spec)
+    if isinstance(companion_specs, str):
+        companion_specs = [companion_specs]
+    for companion in companion_specs or ():
+        sources.extend(_parse_sources(role, companion))
+    if isinstance(pip_args, str):
+        try:
+            pip_args = shlex.split(pip_args)
+        except ValueError as exc:
+            raise UserError(f"{role}: pip arguments {pip_args!r}: {exc}") from None
+    return BuildRequest(role=role, family=family, sources=sources, pip_args=[str(a) for a in pip_args or ()])
+
+
+@dataclasses.dataclass
+class Build:
+    role: str
+    family: str
+    site_dir: object  # Path, or None for the installed environment
+    provenance: dict
+    description: str = ""
+
+    def worker_env(self, env):
+        """A copy of env whose PYTHONPATH starts with the build's folder."""
+        env = dict(env)
+        if self.site_dir is not None:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.site_dir), env.get("PYTHONPATH")) if p)
+        return env
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_wheel(request, path):
+    """A UserError unless path is a zip archive with a .dist-info/WHEEL entry (cheap: the central
+    directory only)."""
+    name = Path(path).name
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except FileNotFoundError:
+        raise UserError(f"{request.describe()}: {name}: file not found") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UserError(f"{request.describe()}: {name} is not a valid wheel: {one_line(exc, 120)}") from None
+    if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in names):
+        raise UserError(f"{request.describe()}: {name} is not a valid wheel: no .dist-info/WHEEL in it")
+
+
+def _python_version(python):
+    if python == sys.executable:
+        return platform.python_version()
+    result = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                            check=False, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if result.returncode != 0:
+        raise UserError(f"{python}: cannot run this Python")
+    return result.stdout.strip()
+
+
+def _last_meaningful_line(text):
+    """The line of a failed command's output that says why: pip's last ERROR line, else a Python
+    exception's last line, else the last non-empty line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("ERROR:"):
+            return line[len("ERROR:"):].strip()
+    return lines[-1] if lines else "no output"
+
+
+def _framework_env(family, env=None):
+    """The environment a worker of this family gets (before the build's PYTHONPATH)."""
+    return subprocess_env(family, base=env)
+
+
+def _probe(request, build, python, timeout_s):
+    names = list(FAMILIES[request.family])
+    if build.site_dir is not None:
+        for dist_info in sorted(Path(build.site_dir).glob("*.dist-info")):
+            name = _dist_name(dist_info.name.split("-", 1)[0])
+            if name not in names:
+                names.append(name)
+    env = build.worker_env(_framework_env(request.family))
+    try:
+        result = subprocess.run([python, "-c", PROBE, request.family, *names], check=False, env=env,
+                                capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{request.describe()}: importing the build took over {timeout_s:.0f}s") from None
+    if result.returncode != 0:
+        cause = one_line(_last_meaningful_line(result.stderr or result.stdout), _ERROR_LIMIT)
+        raise UserError(f"{request.describe()}: the build does not import: {cause}")
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith("SPEEDSTATS-PROBE "):
+            return json.loads(line[len("SPEEDSTATS-PROBE "):])
+    raise UserError(f"{request.describe()}: the import probe printed no report")
+
+
+def _check_took_effect(request, report, site_dir):
+    """Every package the build installed is imported from the build's folder."""
+    framework = FRAMEWORK_PACKAGE[request.family]
+    if site_dir is None:
+        if framework not in report["packages"]:
+            raise UserError(f"{request.describe()}: {framework} is not installed in this environment")
+        return
+    installed = {_dist_name(p.name.split("-", 1)[0]) for p in Path(site_dir).glob("*.dist-info")}
+    if not installed:
+        raise UserError(f"{request.describe()}: pip installed nothing")
+    root = os.path.realpath(site_dir)
+    for name in sorted(installed & set(FAMILIES[request.family])):
+        entry = report["packages"].get(name) or {}
+        file = entry.get("file")
+        if not file or not os.path.realpath(file).startswith(root + os.sep):
+            raise UserError(f"{request.describe()}: the build did not take effect: {name} is imported from "
+                            f"{file or 'nowhere'}, not from the build's folder")
+
+
+def _provenance(request, report, site_dir=None, final_site=None, wheel_hashes=None, cache_key=None):
+    """The provenance record of a probe report. Paths under site_dir are written under final_site
+    (the build's folder after its rename)."""
+    by_package = {}
+    for source in request.sources:
+        by_package.setdefault(source.package, source)
+    packages = {}
+    for name, entry in report["packages"].items():
+        source = by_package.get(name)
+        file = entry.get("file")
+        if file and site_dir is not None and final_site is not None:
+            rel = os.path.relpath(file, site_dir)
+            if not rel.startswith(".."):
+                file = str(Path(final_site) / rel)
+        packages[name] = {
+            "version": entry["version"],
+            "module_version": entry.get("module_version"),
+            "git_commit": entry.get("git_commit"),
+            "wheel": Path(source.value).name if source and source.kind == "wheel" else None,
+            "sha256": (wheel_hashes or {}).get(source.value) if source and source.kind == "wheel" else None,
+            "requirement": source.value if source and source.kind == "requirement" else None,
+            "file": file,
+        }
+    framework_source = by_package.get(FRAMEWORK_PACKAGE[request.family])
+    if request.installed:
+        kind = INSTALLED
+    elif framework_source is not None:
+        kind = framework_source.kind
+    elif any(s.package is None for s in request.sources):
+        kind = "requirement"  # a URL requirement: what it installs shows in packages
+    else:
+        kind = INSTALLED  # only companions were given: the framework is the environment's
+    return {
+        "role": request.role,
+        "family": request.family,
+        "source": kind,
+        "packages": packages,
+        "environment": {"python": report["python"], **report["environment"]},
+        "cache_key": cache_key,
+    }
+
+
+def _summary(provenance):
+    framework = FRAMEWORK_PACKAGE[provenance["family"]]
+    entry = provenance["packages"].get(framework) or {}
+    text = f"{framework} {entry.get('version')}"
+    if entry.get("git_commit"):
+        text += f" (git {entry['git_commit']})"
+    return text
+
+
+@contextlib.contextmanager
+def _build_lock(path, request, progress):
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"build {request.describe()}: waiting for another run installing the same build…")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _cache_key(request, wheel_hashes, python_version):
+    material = {
+        "layout": LAYOUT_VERSION,
+        "family": request.family,
+        "sources": [[s.kind, wheel_hashes[s.value] if s.kind == "wheel" else s.value] for s in request.sources],
+        "pip_args": list(request.pip_args),
+        "python": python_version,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _load_cached(request, folder):
+    try:
+        stored = json.loads((folder / "build.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return Build(role=request.role, family=request.family, site_dir=folder / "site",
+                 provenance={**stored, "role": request.role}, description=request.describe())
+
+
+def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_timeout_s, pip_timeout_s):
+    """Install into a temporary folder next to `folder`, probe it, rename it into place."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        site = tmp / "site"
+        command = [python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
+                   "--no-warn-script-location", "--target", str(site),
+                   *[s.value for s in request.sources], *request.pip_args]
+        # pip builds in TMPDIR and moves the result into --target: on the same filesystem that is a rename.
+        env = {**os.environ, "TMPDIR": str(tmp)}
+        progress(f"build {request.describe()}: installing with pip…")
+        start = time.monotonic()
+        try:
+            result = subprocess.run(command, check=False, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, timeout=pip_timeout_s)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"{request.describe()}: pip install took over {pip_timeout_s:.0f}s") from None
+        if result.returncode != 0:
+            cause = one_line(_last_meaningful_line(result.stdout), _ERROR_LIMIT)
+            raise UserError(f"{request.describe()}: pip install failed: {cause}")
+        progress(f"build {request.describe()}: installed in {time.monotonic() - start:.0f}s, probing…")
+        build = Build(role=request.role, family=request.family, site_dir=site, provenance={},
+                      description=request.describe())
+        report = _probe(request, build, python, probe_timeout_s)
+        _check_took_effect(request, report, site)
+        provenance = _provenance(request, report, site, folder / "site", wheel_hashes, cache_key)
+        stored = {k: v for k, v in provenance.items() if k != "role"}
+        write_atomic(tmp / "build.json", json.dumps(stored, indent=2, sort_keys=True) + "\n")
+        if folder.exists():  # a folder without build.json: left by hand, never by a finished install
+            shutil.rmtree(folder)
+        os.rename(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Build(role=request.role, family=request.family, site_dir=folder / "site", provenance=provenance,
+                 description=request.describe())
+
+
+def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_stderr,
+                  probe_timeout_s=PROBE_TIMEOUT_S, pip_timeout_s=PIP_TIMEOUT_S):
+    """The Build for a request: installed (or reused from the cache) and probed. UserError on failure."""
+    if request.installed:
+        build = Build(role=request.role, family=request.family, site_dir=None, provenance={},
+                      description=request.describe())
+        report = _probe(request, build, python, probe_timeout_s)
+        _check_took_effect(request, report, None)
+        build.provenance = _provenance(request, report)
+        progress(f"build {request.describe()}: {_summary(build.provenance)}")
+        return build
+    wheels = [s.value for s in request.sources if s.kind == "wheel"]
+    for wheel in wheels:
+        _check_wheel(request, wheel)
+    wheel_hashes = {wheel: _sha256(wheel) for wheel in wheels}
+    key = _cache_key(request, wheel_hashes, _python_version(python))
+    builds_dir = Path(cache_dir) / "builds"
+    folder = builds_dir / f"{request.family}-{key[:16]}"
+    cached = _load_cached(request, folder)
+    if cached is None:
+        builds_dir.mkdir(parents=True, exist_ok=True)
+        with _build_lock(builds_dir / f".{folder.name}.lock", request, progress):
+            cached = _load_cached(request, folder)
+            if cached is None:
+                for stale in builds_dir.glob(f".{folder.name}.tmp-*"):  # a killed run's; we hold the lock
+                    shutil.rmtree(stale, ignore_errors=True)
+                build = _install(request, folder, wheel_hashes, key, python, progress,
+                                 probe_timeout_s, pip_timeout_s)
+                progress(f"build {request.describe()}: {_summary(build.provenance)}, in {folder}")
+                return build
+    progress(f"build {request.describe()}: cached, {_summary(cached.provenance)}, in {folder}")
+    return cached
+
+
+def prepare_builds(requests, cache_dir, python=sys.executable, progress=print_to_stderr):
+    """The Build of each request, by role; the first failure raises its UserError."""
+    builds = {}
+    for request in requests:
+        if request.role in builds:
+            raise UserError(f"{request.role}: two builds given for this role")
+        builds[request.role] = prepare_build(request, cache_dir, python=python, progress=progress)
+    return builds

@@ -1,0 +1,146 @@
+"""Real, distinct OneFlow builds made from the pinned PyPI wheel, for heavy tests and benchmarks.
+
+- pinned_oneflow_wheel: oneflow==0.9.0 for CPython 3.10, as PyPI has it.
+- repacked_oneflow_wheel: the same code under the local version 0.9.0+<local>.
+- slow_oneflow_wheel: 0.9.0+slow, whose Conv2d computes every forward convolution twice (the extra
+  result is discarded), so a ResNet50 training step does proportionally more work.
+
+Each is made once into <repo>/.cache/test-builds/ (ignored by git): work happens in a temporary
+folder that is renamed into place when finished, under a file lock, so a finished folder is always
+whole and two processes never make the same build at once. Plain functions, so benchmarks/ can load
+this file by path.
+"""
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ONEFLOW_VERSION = "0.9.0"
+DEFAULT_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "test-builds"
+
+_CONV2D_FORWARD = "    def forward(self, x):\n        return self._conv_forward(x, self.weight, self.bias)\n"
+_SLOW_CONV2D_FORWARD = (
+    "    def forward(self, x):\n"
+    "        # Test build 0.9.0+slow: the convolution is computed twice, one result discarded.\n"
+    "        with flow.no_grad():\n"
+    "            self._conv_forward(x, self.weight, self.bias)\n"
+    "        return self._conv_forward(x, self.weight, self.bias)\n"
+)
+
+
+def _log(message):
+    print(f"test builds: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _locked(cache, name):
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f".{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _finished_wheel(folder):
+    """The one wheel in a finished folder, or None."""
+    wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    if len(wheels) == 1 and zipfile.is_zipfile(wheels[0]):
+        return wheels[0]
+    return None
+
+
+def _make_once(cache, name, make):
+    """cache/name/<the wheel>, made by make(tmp_folder) unless already there."""
+    cache = Path(cache)
+    folder = cache / name
+    wheel = _finished_wheel(folder)
+    if wheel:
+        return wheel
+    with _locked(cache, name):
+        wheel = _finished_wheel(folder)
+        if wheel:
+            return wheel
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=cache))
+        try:
+            start = time.monotonic()
+            make(tmp)
+            for leftover in tmp.iterdir():
+                if leftover.suffix != ".whl":
+                    shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+            if _finished_wheel(tmp) is None:
+                raise RuntimeError(f"making {name} left no wheel")
+            os.rename(tmp, folder)
+            _log(f"made {name} in {time.monotonic() - start:.0f}s")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return _finished_wheel(folder)
+
+
+def _run(command):
+    result = subprocess.run(command, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command))} failed:\n{result.stdout[-3000:]}")
+
+
+def pinned_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):
+    """The PyPI wheel oneflow==0.9.0 for CPython 3.10 (pip's cache makes a second download fast)."""
+
+    def download(tmp):
+        _log(f"downloading oneflow=={ONEFLOW_VERSION}")
+        _run([python, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+              "--python-version", "3.10", "--disable-pip-version-check", "-d", str(tmp),
+              f"oneflow=={ONEFLOW_VERSION}"])
+
+    return _make_once(cache, "pinned", download)
+
+
+def _repack(cache, name, local, edit, python):
+    pinned = pinned_oneflow_wheel(cache, python)
+
+    def repack(tmp):
+        _log(f"repacking {pinned.name} as {ONEFLOW_VERSION}+{local} (takes minutes)")
+        _run([python, "-m", "wheel", "unpack", "-d", str(tmp / "unpacked"), str(pinned)])
+        (root,) = (tmp / "unpacked").iterdir()
+        version_file = root / "oneflow" / "version.py"
+        text = version_file.read_text()
+        version_line = f'__version__ = "{ONEFLOW_VERSION}"'
+        assert version_line in text, version_file
+        version_file.write_text(text.replace(version_line, f'__version__ = "{ONEFLOW_VERSION}+{local}"'))
+        if edit:
+            edit(root)
+        _run([python, "-m", "wheel", "pack", "--local-version", local, "-d", str(tmp), str(root)])
+
+    return _make_once(cache, name, repack)
+
+
+def repacked_oneflow_wheel(cache=DEFAULT_CACHE, local="a", python=sys.executable):
+    """The pinned wheel repacked unchanged but for its version: 0.9.0+<local>."""
+    return _repack(cache, f"repacked-{local}", local, None, python)
+
+
+def _slow_conv2d(root):
+    conv = root / "oneflow" / "nn" / "modules" / "conv.py"
+    text = conv.read_text()
+    start = text.index("\nclass Conv2d(")
+    at = text.index(_CONV2D_FORWARD, start)
+    assert at < text.index("\nclass Conv3d(")
+    conv.write_text(text[:at] + _SLOW_CONV2D_FORWARD + text[at + len(_CONV2D_FORWARD):])
+
+
+def slow_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):
+    """0.9.0+slow: Conv2d computes its forward convolution twice, so a ResNet50 step does more work."""
+    return _repack(cache, "slow", "slow", _slow_conv2d, python)
+
+
+if __name__ == "__main__":
+    for make in (pinned_oneflow_wheel, repacked_oneflow_wheel, slow_oneflow_wheel):
+        print(make())

@@ -1,0 +1,282 @@
+"""Builds as inputs: parsing the user's text, installing a build once into the cache, probing it,
+and failing in seconds with one line when a build does not install or import.
+
+The light tests install tiny wheels made here (a stand-in oneflow and flowvision) with real pip; the
+heavy ones install the real OneFlow wheel repacked as 0.9.0+a."""
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from speedstats.bench.builds import (
+    FAMILIES,
+    BuildSource,
+    parse_build_spec,
+    prepare_build,
+    prepare_builds,
+)
+from speedstats.bench.environment import subprocess_env
+from speedstats.errors import UserError
+
+WHEEL_TAIL = "cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+
+
+def make_wheel(folder, name, version, files):
+    """A minimal valid pure-Python wheel holding `files` ({path in the wheel: text})."""
+    dist_info = f"{name}-{version}.dist-info"
+    files = {
+        **files,
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist_info}/RECORD,,")
+    wheel = Path(folder) / f"{name}-{version}-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def stand_in_oneflow(folder, version="0.0.1+fake", init=None):
+    init = init or f'__version__ = "{version}"\n__git_commit__ = "abc1234"\n'
+    return make_wheel(folder, "oneflow", version, {"oneflow/__init__.py": init})
+
+
+def stand_in_flowvision(folder, version="0.0.1+fake"):
+    return make_wheel(folder, "flowvision", version,
+                      {"flowvision/__init__.py": f'import oneflow\n__version__ = "{version}"\n'})
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def cache_entries(cache):
+    """What the builds cache holds, lock files aside."""
+    builds = Path(cache) / "builds"
+    return sorted(p.name for p in builds.iterdir() if not p.name.endswith(".lock")) if builds.is_dir() else []
+
+
+# --- parse_build_spec ---------------------------------------------------------------------------
+
+
+def test_installed_is_the_default():
+    for spec in ("installed", "", None, "  installed "):
+        request = parse_build_spec("oneflow", "oneflow", spec, companion_specs=["installed"])
+        assert request.sources == [] and request.installed
+        assert request.describe() == "oneflow (installed)"
+
+
+def test_a_wheel_file(tmp_path):
+    wheel = tmp_path / f"oneflow-0.9.0+a-{WHEEL_TAIL}"
+    wheel.write_bytes(b"")
+    request = parse_build_spec("oneflow", "oneflow", str(wheel))
+    assert request.sources == [BuildSource("wheel", str(wheel))]
+    assert request.sources[0].package == "oneflow"
+    assert request.describe() == f"oneflow (wheel oneflow-0.9.0+a-{WHEEL_TAIL})"
+
+
+def test_a_folder_and_a_glob_of_wheels(tmp_path, monkeypatch):
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    for name in (f"oneflow-0.9.0-{WHEEL_TAIL}", "flowvision-0.2.1-py3-none-any.whl", "notes.txt"):
+        (house / name).write_bytes(b"")
+    in_folder = parse_build_spec("oneflow", "oneflow", str(house))
+    assert [Path(s.value).name for s in in_folder.sources] == [
+        "flowvision-0.2.1-py3-none-any.whl", f"oneflow-0.9.0-{WHEEL_TAIL}"]
+    monkeypatch.chdir(tmp_path)
+    globbed = parse_build_spec("oneflow", "oneflow", "wheelhouse/oneflow-*.whl")
+    assert globbed.sources == [BuildSource("wheel", f"wheelhouse/oneflow-0.9.0-{WHEEL_TAIL}")]
+
+
+def test_requirements_companions_and_pip_args():
+    request = parse_build_spec("pytorch", "pytorch", "torch==2.3.1  torchvision==0.18.1",
+                               pip_args="--extra-index-url 'https://download.example/whl cpu'")
+    assert request.sources == [BuildSource("requirement", "torch==2.3.1"),
+                               BuildSource("requirement", "torchvision==0.18.1")]
+    assert request.pip_args == ["--extra-index-url", "https://download.example/whl cpu"]
+    assert request.describe() == "pytorch (torch==2.3.1 + torchvision==0.18.1)"
+    nightly = parse_build_spec("oneflow", "oneflow", "oneflow==0.9.1.dev20240101+cu118",
+                               companion_specs=["flowvision==0.2.1"], pip_args=["--pre"])
+    assert [s.package for s in nightly.sources] == ["oneflow", "flowvision"]
+    assert nightly.pip_args == ["--pre"]
+
+
+@pytest.mark.parametrize("spec", ["wheelhouse/oneflow-*.whl", "missing/oneflow.whl", "oneflow-0.9.0.whl",
+                                  "./nowhere"])
+def test_a_path_that_matches_nothing_names_the_role_and_the_spec(tmp_path, monkeypatch, spec):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as raised:
+        parse_build_spec("oneflow_base", "oneflow", spec)
+    message = str(raised.value)
+    assert message.startswith(f"oneflow_base: {spec}: ") and "\n" not in message
+
+
+def test_bad_specs(tmp_path):
+    with pytest.raises(UserError, match=r"^oneflow: --pre oneflow: --pre is a pip option"):
+        parse_build_spec("oneflow", "oneflow", "--pre oneflow")
+    with pytest.raises(UserError, match=r"^oneflow: unknown framework family 'jax'"):
+        parse_build_spec("oneflow", "jax", "installed")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"no wheel \(\.whl\) in this folder"):
+        parse_build_spec("oneflow", "oneflow", str(tmp_path / "empty"))
+    assert set(FAMILIES) == {"oneflow", "pytorch"}
+
+
+# --- prepare_build with real pip, stand-in packages ---------------------------------------------
+
+
+def test_a_corrupt_wheel_fails_in_seconds_with_one_line(tmp_path):
+    wheel = tmp_path / f"oneflow-0.9.0-{WHEEL_TAIL}"
+    wheel.write_text("not a zip archive\n")
+    request = parse_build_spec("oneflow", "oneflow", str(wheel))
+    start = time.monotonic()
+    with pytest.raises(UserError) as raised:
+        prepare_build(request, tmp_path / "cache", progress=lambda _: None)
+    assert time.monotonic() - start < 5
+    assert str(raised.value) == (f"oneflow (wheel {wheel.name}): {wheel.name} is not a valid wheel: "
+                                 "File is not a zip file")
+    assert cache_entries(tmp_path / "cache") == []
+
+
+def test_a_zip_that_is_no_wheel_fails(tmp_path):
+    wheel = tmp_path / f"oneflow-0.9.0-{WHEEL_TAIL}"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("oneflow/__init__.py", "")
+    with pytest.raises(UserError, match=r"is not a valid wheel: no \.dist-info/WHEEL in it$"):
+        prepare_build(parse_build_spec("oneflow", "oneflow", str(wheel)), tmp_path / "cache")
+
+
+def test_a_requirement_that_does_not_resolve_fails_with_one_line(tmp_path):
+    request = parse_build_spec("oneflow_base", "oneflow", "oneflow==0.0.0.dev0+nope")
+    start = time.monotonic()
+    with pytest.raises(UserError) as raised:
+        prepare_build(request, tmp_path / "cache", progress=lambda _: None)
+    elapsed = time.monotonic() - start
+    message = str(raised.value)
+    assert message.startswith("oneflow_base (oneflow==0.0.0.dev0+nope): pip install failed: ")
+    assert "oneflow==0.0.0.dev0+nope" in message.split("pip install failed: ")[1]
+    assert "\n" not in message and len(message) < 400
+    assert elapsed < 60, elapsed
+    assert cache_entries(tmp_path / "cache") == []
+
+
+def test_a_build_that_does_not_import_fails_and_leaves_nothing(tmp_path):
+    wheel = stand_in_oneflow(tmp_path / "w", init='raise ImportError("this build is broken")\n')
+    request = parse_build_spec("oneflow", "oneflow", str(wheel))
+    with pytest.raises(UserError) as raised:
+        prepare_build(request, tmp_path / "cache", progress=lambda _: None)
+    assert str(raised.value) == (f"oneflow (wheel {wheel.name}): the build does not import: "
+                                 "ImportError: this build is broken")
+    assert cache_entries(tmp_path / "cache") == []
+
+
+def test_a_build_installs_once_and_is_reused(tmp_path):
+    oneflow_wheel = stand_in_oneflow(tmp_path / "w")
+    flowvision_wheel = stand_in_flowvision(tmp_path / "w")
+    request = parse_build_spec("oneflow", "oneflow", str(oneflow_wheel), companion_specs=[str(flowvision_wheel)])
+    first_lines = []
+    build = prepare_build(request, tmp_path / "cache", progress=first_lines.append)
+    assert any("installing with pip" in line for line in first_lines)
+    site = build.site_dir
+    assert site.parent.parent == tmp_path / "cache" / "builds" and site.name == "site"
+    assert cache_entries(tmp_path / "cache") == [site.parent.name]
+    provenance = build.provenance
+    assert provenance["source"] == "wheel" and provenance["role"] == "oneflow"
+    assert site.parent.name == f"oneflow-{provenance['cache_key'][:16]}"
+    oneflow = provenance["packages"]["oneflow"]
+    assert oneflow == {"version": "0.0.1+fake", "module_version": "0.0.1+fake", "git_commit": "abc1234",
+                       "wheel": oneflow_wheel.name, "sha256": sha256(oneflow_wheel), "requirement": None,
+                       "file": str(site / "oneflow" / "__init__.py")}
+    assert provenance["packages"]["flowvision"]["file"] == str(site / "flowvision" / "__init__.py")
+    assert provenance["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert set(provenance["environment"]) >= {"numpy", "pillow"}
+    json.dumps(provenance)
+
+    stamp = (site / "oneflow" / "__init__.py").stat().st_mtime_ns
+    again_lines = []
+    again = prepare_builds([parse_build_spec("oneflow_base", "oneflow", str(oneflow_wheel),
+                                             companion_specs=[str(flowvision_wheel)])],
+                           tmp_path / "cache", progress=again_lines.append)["oneflow_base"]
+    assert again.site_dir == site and (site / "oneflow" / "__init__.py").stat().st_mtime_ns == stamp
+    assert not any("installing" in line for line in again_lines)
+    assert any(": cached, oneflow 0.0.1+fake (git abc1234)" in line for line in again_lines)
+    assert again.provenance == {**provenance, "role": "oneflow_base"}
+
+    # Other pip arguments are another build.
+    other = prepare_build(parse_build_spec("oneflow", "oneflow", str(oneflow_wheel), [str(flowvision_wheel)],
+                                           pip_args="--no-compile"), tmp_path / "cache", progress=lambda _: None)
+    assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
+
+
+def test_worker_env_puts_the_build_first():
+    from speedstats.bench.builds import Build
+
+    build = Build(role="oneflow", family="oneflow", site_dir=Path("/b/site"), provenance={})
+    env = {"PYTHONPATH": "/src", "HOME": "/h"}
+    assert build.worker_env(env) == {"PYTHONPATH": f"/b/site{os.pathsep}/src", "HOME": "/h"}
+    assert env == {"PYTHONPATH": "/src", "HOME": "/h"}
+    installed = Build(role="oneflow", family="oneflow", site_dir=None, provenance={})
+    assert installed.worker_env(env) == env
+
+
+# --- the real OneFlow wheel ---------------------------------------------------------------------
+
+WORKER_IMPORT = "import importlib.metadata, oneflow; print(oneflow.__version__, importlib.metadata.version('oneflow'), oneflow.__file__)"
+
+
+@pytest.mark.heavy
+def test_the_repacked_oneflow_wheel_is_installed_once_and_its_workers_import_it(tmp_path,
+                                                                                 repacked_oneflow_wheel):
+    cache = tmp_path / "cache"
+    request = parse_build_spec("oneflow", "oneflow", str(repacked_oneflow_wheel))
+    build = prepare_build(request, cache, progress=lambda _: None)
+    oneflow = build.provenance["packages"]["oneflow"]
+    assert oneflow["version"] == oneflow["module_version"] == "0.9.0+a"
+    assert oneflow["git_commit"] == "381b12c"
+    assert oneflow["wheel"] == repacked_oneflow_wheel.name
+    assert repacked_oneflow_wheel.name.startswith("oneflow-0.9.0+a-cp310-cp310-")
+    assert oneflow["sha256"] == sha256(repacked_oneflow_wheel)
+    assert oneflow["file"] == str(build.site_dir / "oneflow" / "__init__.py")
+    # flowvision was not given: it comes from the environment, as does numpy.
+    assert build.provenance["packages"]["flowvision"]["wheel"] is None
+    assert not build.provenance["packages"]["flowvision"]["file"].startswith(str(build.site_dir))
+
+    lines = []
+    again = prepare_build(request, cache, progress=lines.append)
+    assert again.site_dir == build.site_dir and any("cached" in line for line in lines)
+
+    worker = subprocess.run([sys.executable, "-c", WORKER_IMPORT], check=False, capture_output=True, text=True,
+                            env=build.worker_env(subprocess_env("oneflow")), timeout=180)
+    assert worker.returncode == 0, worker.stderr
+    version, metadata_version, file = worker.stdout.split()
+    assert (version, metadata_version) == ("0.9.0+a", "0.9.0+a")
+    assert file == str(build.site_dir / "oneflow" / "__init__.py")
+
+
+@pytest.mark.heavy
+def test_the_installed_oneflow_and_pytorch_are_probed(tmp_path):
+    requests = [parse_build_spec("oneflow", "oneflow", "installed"),
+                parse_build_spec("pytorch", "pytorch", "installed")]
+    builds = prepare_builds(requests, tmp_path / "cache", progress=lambda _: None)
+    oneflow, pytorch = builds["oneflow"], builds["pytorch"]
+    assert oneflow.site_dir is None and oneflow.provenance["source"] == "installed"
+    entry = oneflow.provenance["packages"]["oneflow"]
+    assert entry["version"] == "0.9.0" and entry["git_commit"] == "381b12c" and entry["wheel"] is None
+    torch = pytorch.provenance["packages"]["torch"]
+    assert torch["version"] and torch["git_commit"] and set(pytorch.provenance["packages"]) == set(FAMILIES["pytorch"])
+    assert cache_entries(tmp_path / "cache") == []
