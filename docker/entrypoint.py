@@ -34,6 +34,12 @@ DEFAULTS = {
     "lock-timeout": "",
     "bundle": "",
     "history": "",
+    "oneflow": "",
+    "baseline-oneflow": "",
+    "pytorch": "",
+    "flowvision": "",
+    "pip-args": "",
+    "only": "",
 }
 
 # What the commands exit with (see `speedstats run --help`).
@@ -78,7 +84,12 @@ def run_argv(inputs):
     return (["run", "--device", inputs["device"], "--out", inputs["out"]]
             + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
             + _optional("--lock-timeout", inputs["lock-timeout"]) + _optional("--bundle", inputs["bundle"])
-            + _optional("--history", inputs["history"]))
+            + _optional("--history", inputs["history"])
+            + _optional("--oneflow", inputs["oneflow"]) + _optional("--baseline-oneflow", inputs["baseline-oneflow"])
+            + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
+            # One argument, so that pip arguments starting with '-' are not read as speedstats options.
+            + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
+            + _optional("--only", inputs["only"]))
 
 
 def comment_argv(inputs, body_file):

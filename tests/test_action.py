@@ -149,7 +149,7 @@ def test_entrypoint_knows_every_input_with_the_same_default():
 
 
 def test_outputs_are_the_ones_the_commands_set():
-    assert set(action()["outputs"]) == {"verdict", "score", "results", "comment-file", "comment-url"}
+    assert set(action()["outputs"]) == {"verdict", "score", "regressions", "results", "comment-file", "comment-url"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
@@ -161,6 +161,16 @@ def test_run_inputs_reach_speedstats_run(tmp_path):
                       out="o2", history="h.jsonl", **{"lock-timeout": "90", "bundle": "bundle-dir"})
     assert printed == ("speedstats run --device cpu --out o2 --suite .github/speed.yml --profile smoke "
                        "--lock-timeout 90 --bundle bundle-dir --history h.jsonl\n")
+
+
+def test_build_inputs_reach_speedstats_run(tmp_path):
+    printed = planned(tmp_path, command="run", oneflow="wheelhouse/oneflow-*.whl",
+                      pytorch="torch==2.3.1 torchvision==0.18.1", flowvision="flowvision==0.2.1", only="oneflow",
+                      **{"baseline-oneflow": "base-wheel/", "pip-args": "--extra-index-url https://x/cu118"})
+    assert printed == ("speedstats run --device cuda --out speedstats-out --oneflow 'wheelhouse/oneflow-*.whl' "
+                       "--baseline-oneflow base-wheel/ --pytorch 'torch==2.3.1 torchvision==0.18.1' "
+                       "--flowvision flowvision==0.2.1 '--pip-args=--extra-index-url https://x/cu118' "
+                       "--only oneflow\n")
 
 
 def test_run_and_comment_posts_the_rendered_body(tmp_path):

@@ -33,6 +33,22 @@ def register(subparsers):
     p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
                    help="how long to wait for another run on the same device (default: the suite's)")
     p.add_argument("--quiet", action="store_true", help="do not print the comment on stdout")
+    builds = p.add_argument_group(
+        "builds", "What each contender runs (default: the suite's 'builds:', else what this environment has). "
+        "BUILD is 'installed', a wheel file, a folder of wheels, a glob such as 'wheelhouse/oneflow-*.whl', "
+        "or pip requirements such as 'oneflow==0.9.1.dev20240101+cu118'.")
+    builds.add_argument("--oneflow", metavar="BUILD", help="the OneFlow build under test (the head)")
+    builds.add_argument("--baseline-oneflow", metavar="BUILD",
+                        help="a OneFlow build to judge the head against, measured in the same run")
+    builds.add_argument("--pytorch", metavar="BUILD", help="torch and torchvision, the reference")
+    builds.add_argument("--flowvision", metavar="BUILD", help="flowvision for both OneFlow builds")
+    builds.add_argument("--pip-args", metavar="ARGS",
+                        help="extra pip arguments for requirements, e.g. '--extra-index-url URL'")
+    builds.add_argument("--only", choices=("oneflow", "pytorch"),
+                        help="measure one framework only, as the old --only-oneflow/--only-pytorch "
+                        "(with a baseline, 'oneflow' runs the head and the base)")
+    builds.add_argument("--no-confirm", action="store_true",
+                        help="do not measure flagged cases again before judging them")
     p.set_defaults(func=run_command)
 
 
@@ -50,25 +66,36 @@ def resolve_device(device):
 def check_templates(suite, templates_dir):
     """Render made-up figures for every case of the suite, and a failed case, before measuring:
     a broken template then fails in a second, not after the whole run."""
+    from speedstats.analysis.paired import judge_paired
     from speedstats.bench.runner import case_record
     from speedstats.render import render_speed_stats
-    from speedstats.results import FRAMEWORKS, FrameworkResult, Results
+    from speedstats.results import CONTENDERS, FrameworkResult, Results
 
     cases = []
     for spec in suite.cases + suite.cases[:1]:
         record = case_record(spec)
+        rounds = [1.0 / spec.times] * 6
         record.frameworks = {fw: FrameworkResult(total_s=1.0, per_iter_s=1.0 / spec.times, times=spec.times,
-                                                 rounds_s=[1.0 / spec.times]) for fw in FRAMEWORKS}
+                                                 rounds_s=rounds) for fw in CONTENDERS}
+        record.paired = judge_paired(rounds, rounds)
         cases.append(record)
+    cases[0].confirmation = {"flags": [f"{cases[0].id}: a made-up flag"], "status": "confirmed"}
     cases[-1].error = "a made-up failure"
-    render_speed_stats(Results(suite=suite.name, device="cpu", gpu_name="template check", cases=cases),
-                       suite, templates_dir=templates_dir)
+    made_up = {"family": "oneflow", "source": "wheel",
+               "packages": {"oneflow": {"version": "0.0.0", "wheel": "oneflow-0.0.0-py3-none-any.whl",
+                                        "sha256": "0" * 64, "git_commit": "0" * 40}}}
+    builds = {role: dict(made_up, family="pytorch" if role == "pytorch" else "oneflow") for role in CONTENDERS}
+    render_speed_stats(Results(suite=suite.name, device="cpu", gpu_name="template check", cases=cases,
+                               builds=builds), suite, templates_dir=templates_dir)
 
 
-def check_frameworks_installed():
+def check_frameworks_installed(families=("oneflow", "pytorch")):
     import importlib.util
 
-    missing = [name for name in BENCHMARK_PACKAGES if importlib.util.find_spec(name) is None]
+    from speedstats.bench.builds import FAMILIES
+
+    wanted = [name for family in families for name in FAMILIES[family]]
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"run needs {', '.join(missing)} installed: run ./scripts/bootstrap.sh "
                         "(or post results made elsewhere with 'speedstats render' and 'speedstats comment')")
@@ -83,7 +110,9 @@ def run_command(args):
 
     suite = load_suite(args.suite, args.profile)
     check_templates(suite, args.templates)
-    check_frameworks_installed()
+    requests, contenders = build_requests(suite, args)
+    installed = {r.family for r in requests if r.installed}
+    check_frameworks_installed(sorted(installed))
     if args.rounds is not None:
         if args.rounds < 1:
             raise UserError(f"--rounds: must be at least 1, got {args.rounds}")
@@ -96,6 +125,10 @@ def run_command(args):
     progress = _progress
     lock_timeout = suite.lock_timeout_s if args.lock_timeout is None else args.lock_timeout
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
+    from speedstats.bench.builds import prepare_builds
+
+    # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.
+    builds = prepare_builds(requests, cache / "builds", progress=progress)
     # A cancelled job gets SIGTERM: unwind like Ctrl-C, so the runner kills its workers (they run in
     # sessions of their own and would otherwise keep the GPU busy).
     signal.signal(signal.SIGTERM, _terminate)
@@ -106,9 +139,38 @@ def run_command(args):
             progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
             dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
-                             gpu_name=device_name(device))
+                             gpu_name=device_name(device), builds=builds, contenders=contenders,
+                             confirm=suite.confirm and not args.no_confirm)
         results = runner.run()
     return report(results, suite, out, args, bundle_identity)
+
+
+def build_requests(suite, args):
+    """The builds to prepare, and the contenders to measure, from the suite's 'builds:' and the flags."""
+    from speedstats.bench.builds import parse_build_spec
+    from speedstats.results import BASE
+
+    spec = suite.builds
+    oneflow = args.oneflow or spec.oneflow
+    base = args.baseline_oneflow or spec.baseline_oneflow
+    pytorch = args.pytorch or spec.pytorch
+    flowvision = args.flowvision or spec.flowvision
+    pip_args = args.pip_args if args.pip_args is not None else spec.pip_args
+    contenders = ["oneflow"] + ([BASE] if base else []) + ["pytorch"]
+    if args.only == "oneflow":
+        contenders.remove("pytorch")
+    elif args.only == "pytorch":
+        contenders = ["pytorch"]
+    wanted = {
+        "oneflow": ("oneflow", oneflow, [flowvision]),
+        BASE: ("oneflow", base, [flowvision]),
+        "pytorch": ("pytorch", pytorch, []),
+    }
+    requests = []
+    for role in contenders:
+        family, text, companions = wanted[role]
+        requests.append(parse_build_spec(role, family, text, companion_specs=companions, pip_args=pip_args))
+    return requests, contenders
 
 
 def bundle_identity_or_fail(bundle_dir):
@@ -132,6 +194,7 @@ def report(results, suite, out, args, bundle_identity=None):
     from speedstats.render import render_speed_stats
 
     rendered = render_speed_stats(results, suite, templates_dir=args.templates)
+    regressions = len(rendered.regressions)
     comment_path = out / "comment.md"
     write_atomic(comment_path, rendered.body)
     if not args.quiet:
@@ -140,6 +203,7 @@ def report(results, suite, out, args, bundle_identity=None):
     results_path = out / "results.json"
     set_output("verdict", "pass" if rendered.passed else "fail")
     set_output("score", str(rendered.score))
+    set_output("regressions", str(regressions))
     set_output("results", str(results_path))
     set_output("comment-file", str(comment_path))
     if bundle_identity is not None:
@@ -153,6 +217,7 @@ def report(results, suite, out, args, bundle_identity=None):
     failed = [c.id for c in results.cases if c.failure]
     _progress(f"speedstats: wrote {results_path} and {comment_path}; score {rendered.score}, "
               f"verdict {'pass' if rendered.passed else 'fail'}"
+              + (f"; slower than the base build: {', '.join(rendered.regressions)}" if regressions else "")
               + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
     if failed:
         return EXIT_CASE_FAILED
