@@ -73,6 +73,12 @@ def test_a_baseline_splits_the_timed_iterations_into_rounds_instead_of_multiplyi
     assert plan.rounds == BASELINE_ROUNDS and plan.rounds * plan.iterations == smoke.times
     default = load_suite(None, "default").case("resnet50-bs16")
     assert RoundPlan.for_case(default, with_baseline=True) == RoundPlan(5, 20)
+    dataloader = load_suite(None, "smoke").case("swin-dataloader-w2")
+    assert dataloader.times == 16 and RoundPlan.for_case(dataloader, with_baseline=True) == RoundPlan(8, 2)
+    smoke.times = 3
+    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(3, 1)
+    smoke.times = 23
+    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(5, 5)
     smoke.rounds = 7
     assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(7, smoke.times)
 

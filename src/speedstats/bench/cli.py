@@ -47,6 +47,10 @@ def register(subparsers):
     builds.add_argument("--only", choices=("oneflow", "pytorch"),
                         help="measure one framework only, as the old --only-oneflow/--only-pytorch "
                         "(with a baseline, 'oneflow' runs the head and the base)")
+    builds.add_argument("--only-oneflow", dest="only", action="store_const", const="oneflow",
+                        help="the same as --only oneflow, the old script's spelling")
+    builds.add_argument("--only-pytorch", dest="only", action="store_const", const="pytorch",
+                        help="the same as --only pytorch, the old script's spelling")
     builds.add_argument("--no-confirm", action="store_true",
                         help="do not measure flagged cases again before judging them")
     p.set_defaults(func=run_command)

@@ -245,8 +245,13 @@ class RoundPlan:
     def for_case(cls, case, with_baseline):
         if not with_baseline or case.rounds >= BASELINE_ROUNDS:
             return cls(case.rounds, case.times)
-        rounds = min(BASELINE_ROUNDS, case.times)
-        return cls(rounds, max(1, round(case.times / rounds)))
+        if case.times <= BASELINE_ROUNDS:
+            return cls(case.times, 1)
+        # The fewest rounds, from BASELINE_ROUNDS up to twice that, that divide the iterations evenly.
+        for rounds in range(BASELINE_ROUNDS, 2 * BASELINE_ROUNDS + 1):
+            if case.times % rounds == 0:
+                return cls(rounds, case.times // rounds)
+        return cls(BASELINE_ROUNDS, round(case.times / BASELINE_ROUNDS))
 
 
 def _framework_result(rounds, error, case, plan, memory=None, imported=None):
