@@ -136,6 +136,10 @@ def test_suite_builds_fields():
             suite_from_dict(dict(base, builds=bad), "s.yml")
     with pytest.raises(UserError, match="field 'confirm' must be true or false"):
         suite_from_dict(dict(base, confirm="yes"), "s.yml")
+    assert suite_from_dict(base, "s.yml").pause_idle is True
+    assert suite_from_dict(dict(base, pause_idle=False), "s.yml").pause_idle is False
+    with pytest.raises(UserError, match="field 'pause_idle' must be true or false"):
+        suite_from_dict(dict(base, pause_idle="no"), "s.yml")
 
 
 def test_unknown_build_roles_in_results_are_refused(run):

@@ -85,6 +85,7 @@ class Suite:
     show_memory: bool = False  # the comment adds each case's peak memory lines
     builds: BuildsSpec = field(default_factory=BuildsSpec)
     confirm: bool = True  # measure a flagged case again in fresh processes before alerting
+    pause_idle: bool = True  # stop (SIGSTOP) the contenders not being timed during another's round
 
     def case(self, case_id):
         for case in self.cases:
@@ -171,7 +172,7 @@ _CASE_FIELDS = {
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory", "builds", "confirm",
+    "show_memory", "builds", "confirm", "pause_idle",
 }
 
 
@@ -268,14 +269,16 @@ def suite_from_dict(data, where):
     show_memory = data.get("show_memory", False)
     if not isinstance(show_memory, bool):
         raise UserError(f"{where}: field 'show_memory' must be true or false")
-    confirm = data.get("confirm", True)
-    if not isinstance(confirm, bool):
-        raise UserError(f"{where}: field 'confirm' must be true or false")
+    confirm, pause_idle = data.get("confirm", True), data.get("pause_idle", True)
+    for key, value in (("confirm", confirm), ("pause_idle", pause_idle)):
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: field '{key}' must be true or false")
     return Suite(
         name=name,
         cases=cases,
         builds=_builds(data.get("builds"), where),
         confirm=confirm,
+        pause_idle=pause_idle,
         dataset=dataset,
         warmup=defaults["warmup"],
         rounds=defaults["rounds"],

@@ -391,15 +391,18 @@ class SuiteRunner:
                   for role in self.contenders}
         try:
             if self.suite.interleave:
+                pause = self.suite.pause_idle
                 for role in self.contenders:
                     self._start(states[role], prefix)
-                    states[role].worker.pause()
+                    if pause:
+                        states[role].worker.pause()
                 for k in range(plan.rounds):
                     for role in round_order(self.contenders, k):
                         state = states[role]
                         state.worker.resume()
                         self._round(state, k, plan, case, prefix)
-                        state.worker.pause()
+                        if pause:
+                            state.worker.pause()
                 for role in self.contenders:
                     states[role].worker.resume()
                     self._finish(states[role], prefix)
