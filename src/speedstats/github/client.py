@@ -320,6 +320,20 @@ class GitHubClient:
 
         return self._call(f"list artifacts of run {run_id}", fetch)
 
+    def latest_successful_run(self, repo, workflow, branch, event=None):
+        """The newest successful run of a workflow (file name or id) on a branch, or None."""
+        flow = self._repo(repo).get_workflow(workflow)
+        filters = {"branch": branch, "status": "success", **({"event": event} if event else {})}
+
+        def fetch():
+            for run in flow.get_runs(**filters):
+                if run.conclusion == "success":
+                    return WorkflowRunInfo(id=run.id, head_sha=run.head_sha, head_repo=None, event=run.event,
+                                           conclusion=run.conclusion, pull_requests=[])
+            return None
+
+        return self._call(f"list runs of workflow {workflow!r} on branch {branch!r} of {repo}", fetch)
+
     def download(self, url, what, max_bytes, sink=None, deadline_s=600.0):
         """GET an artifact zip: bytes in memory, or written to sink (a binary file) when one is given.
 
