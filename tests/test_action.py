@@ -149,7 +149,8 @@ def test_entrypoint_knows_every_input_with_the_same_default():
 
 
 def test_outputs_are_the_ones_the_commands_set():
-    assert set(action()["outputs"]) == {"verdict", "score", "results", "comment-file", "comment-url"}
+    assert set(action()["outputs"]) == {"verdict", "score", "results", "comment-file", "comment-url",
+                                        "baseline-path"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
@@ -188,6 +189,15 @@ def test_automerge_guard_inputs(tmp_path):
     assert printed == "speedstats automerge-guard --job 'Build cu116' --label merge-me --status cancelled --pr 3\n"
 
 
+def test_fetch_baseline_inputs(tmp_path):
+    assert planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "build.yml"}) == (
+        "speedstats fetch-baseline --workflow build.yml --artifact wheelhouse --dest speedstats-out/baseline\n")
+    printed = planned(tmp_path, command="fetch-baseline", out="o", **{
+        "baseline-workflow": "1234", "baseline-artifact": "wheels cu118", "baseline-branch": "release/0.9"})
+    assert printed == ("speedstats fetch-baseline --workflow 1234 --artifact 'wheels cu118' --dest o/baseline "
+                       "--branch release/0.9\n")
+
+
 def test_underscore_spelling_works_outside_the_runner(tmp_path):
     env = clean_environ()
     env.update({"INPUT_COMMAND": "comment", "INPUT_BODY_FILE": "x.md", "INPUT_COMMENT_MODE": "new"})
@@ -197,10 +207,11 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
 
 @pytest.mark.parametrize(("inputs", "message"), [
     ({"command": "benchmark"}, ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
-                               "automerge-guard, got 'benchmark'")),
+                               "automerge-guard, fetch-baseline, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
+    ({"command": "fetch-baseline"}, "input 'baseline-workflow': needed by command 'fetch-baseline'"),
 ])
 def test_bad_inputs_are_one_line_errors(tmp_path, inputs, message):
     env = action_env(tmp_path, inputs=inputs)
@@ -219,7 +230,8 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
                      history="h.jsonl", **{"lock-timeout": "5", "bundle": "b"})
              + planned(tmp_path, pr="3", **{"comment-mode": "new"})
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
-             + planned(tmp_path, command="automerge-guard", pr="3", status="success"))
+             + planned(tmp_path, command="automerge-guard", pr="3", status="success")
+             + planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml", "baseline-branch": "m"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)
