@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from speedstats.analysis.stats import spread
+from speedstats.bench import shm
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.fsutil import write_atomic
 from speedstats.results import FRAMEWORKS, CaseResult, FrameworkResult, Results
@@ -227,6 +228,12 @@ class SuiteRunner:
     def run_case(self, case, prefix):
         record = case_record(case)
         record.started_at = now_iso()
+        too_small = shm.shm_error(case)
+        if too_small:  # the workers would die of a bus error minutes in: fail now, with the fix
+            record.frameworks = {fw: FrameworkResult(times=case.times, error=too_small) for fw in FRAMEWORKS}
+            record.finished_at = now_iso()
+            self.progress(f"{prefix}   FAILED: {too_small}")
+            return record
         deadline = time.monotonic() + case.timeout_s
         work = self.out_dir / "workers" / case.id
         states = {fw: CaseRun(Worker(fw, case, self.device, work / fw, self.dataset_dir, deadline))
