@@ -202,3 +202,26 @@ def test_post_from_artifact_rerenders_and_removes_the_label_of_a_failed_run(venv
     assert gh.labels(REPO, 7) == []
     (blob,) = gh.storage_requests  # the zip came from the storage host, without the token
     assert not [name for name in blob.headers if name.lower() == "authorization"]
+
+
+def test_fetch_baseline(venv, gh, tmp_path):
+    import io
+    import zipfile
+
+    wheel = "oneflow-0.9.1+cu118.gabcdef-cp310-cp310-manylinux_2_17_x86_64.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr(wheel, b"the base build")
+    gh.add_workflow_run(REPO, 300, "3" * 40, event="push", workflow="build.yml", branch="main")
+    gh.add_artifact(REPO, 300, "wheelhouse", buf.getvalue())
+    event = {"repository": {"full_name": REPO},
+             "pull_request": {"number": 7, "head": {"sha": SHA}, "base": {"ref": "main"}}}
+    env = actions_env(gh, TOKEN, REPO, tmp_path, event=event, GITHUB_OUTPUT=tmp_path / "outputs")
+
+    result = installed(venv, "fetch-baseline", "--workflow", "build.yml", "--dest", tmp_path / "base", env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{tmp_path / 'base' / wheel}\n"
+    assert (tmp_path / "base" / wheel).read_bytes() == b"the base build"
+    (blob,) = gh.storage_requests
+    assert not [name for name in blob.headers if name.lower() == "authorization"]
