@@ -261,3 +261,19 @@ def test_storage_refusing_the_download_is_a_clear_error_without_the_signature(gh
                           f"storage host {host} answered 403 Forbidden\n")
     assert len(gh.storage_requests) == 1  # a 403 is not retried
     assert bodies(gh) == []
+
+
+def test_a_download_is_bounded_in_size_and_never_retried_past_the_bound(gh, tmp_path):
+    from speedstats.errors import UserError
+    from speedstats.github.client import GitHubClient, RetryPolicy
+
+    gh.add_workflow_run(REPO, RUN, SHA)
+    artifact_id = gh.add_artifact(REPO, RUN, "big", b"x" * 4096)
+    client = GitHubClient(TOKEN, gh.url, RetryPolicy(time_scale=0.001))
+    url = f"{gh.url}/repos/{REPO}/actions/artifacts/{artifact_id}/zip"
+    assert client.download(url, "download big", max_bytes=4096) == b"x" * 4096
+    with pytest.raises(UserError) as raised:
+        client.download(url, "download big", max_bytes=1000)
+    host = urlsplit(gh.storage_url).netloc
+    assert str(raised.value) == f"download big: 4096 bytes at {host}, more than 1000; refusing it"
+    assert len(gh.storage_requests) == 2

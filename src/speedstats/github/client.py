@@ -348,45 +348,33 @@ class GitHubClient:
         def fetch():
             out.seek(0)
             out.truncate()
-            location = self._storage_location(url)
-            if location is None:  # GitHub served the bytes itself
-                self._stream_from_api(url, what, max_bytes, out, deadline_s)
-            else:
-                storage.fetch(location, what, max_bytes, out, deadline_s)
+            deadline = time.monotonic() + deadline_s
+            with self._api_get(url) as response:
+                if response.status_code in (301, 302, 303, 307, 308):
+                    location = response.headers.get("Location") or ""
+                    if not location.startswith(("https://", "http://")):
+                        raise storage.StorageError(f"GitHub redirected to {location!r}, not an http(s) URL",
+                                                   retriable=False)
+                elif response.status_code == 200:  # GitHub served the bytes itself
+                    for chunk in response.iter_content(storage.CHUNK_BYTES):
+                        storage.write_bounded(out, chunk, max_bytes, deadline)
+                    return out
+                else:
+                    raise _response_error(response)
+            storage.fetch(location, max_bytes, out, deadline_s)
             return out
 
         self._call(what, fetch)
         return out.getvalue() if sink is None else None
 
-    def _api_get(self, url, stream=False, timeout=60):
+    def _api_get(self, url):
         import requests
 
         return requests.get(url, headers={"Authorization": f"token {self._token}",
                                           "Accept": "application/vnd.github+json",
                                           "X-GitHub-Api-Version": "2022-11-28",
                                           "User-Agent": "speedstats"},
-                            allow_redirects=False, stream=stream, timeout=timeout)
-
-    def _storage_location(self, url):
-        """Where GitHub redirects an artifact download; None when it answers 200 with the bytes."""
-        with self._api_get(url, stream=True) as response:
-            if response.status_code in (301, 302, 303, 307, 308):
-                location = response.headers.get("Location")
-                if not location or not location.startswith(("https://", "http://")):
-                    raise storage.StorageError(f"GitHub redirected to {location!r}, not an http(s) URL",
-                                               retriable=False)
-                return location
-            if response.status_code == 200:
-                return None
-            raise _response_error(response)
-
-    def _stream_from_api(self, url, what, max_bytes, out, deadline_s):
-        deadline = time.monotonic() + deadline_s
-        with self._api_get(url, stream=True) as response:
-            if response.status_code != 200:
-                raise _response_error(response)
-            for chunk in response.iter_content(1 << 16):
-                storage.write_bounded(out, chunk, what, max_bytes, deadline)
+                            allow_redirects=False, stream=True, timeout=storage.SOCKET_TIMEOUT_S)
 
 
 def _response_error(response):

@@ -5,6 +5,7 @@ is for GitHub's API only and must not reach the storage host. Plain urllib, boun
 """
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.parse
@@ -35,7 +36,7 @@ def _host(url):
     return urllib.parse.urlsplit(url).netloc or "?"
 
 
-def write_bounded(out, chunk, what, max_bytes, deadline):
+def write_bounded(out, chunk, max_bytes, deadline):
     if out.tell() + len(chunk) > max_bytes:
         raise StorageError(f"larger than {max_bytes} bytes; refusing it", retriable=False)
     if time.monotonic() > deadline:
@@ -43,7 +44,7 @@ def write_bounded(out, chunk, what, max_bytes, deadline):
     out.write(chunk)
 
 
-def fetch(url, what, max_bytes, out, deadline_s):
+def fetch(url, max_bytes, out, deadline_s):
     """GET url into the binary file out: at most max_bytes, within deadline_s seconds."""
     host = _host(url)  # never the query: it holds the signature
     deadline = time.monotonic() + deadline_s
@@ -59,13 +60,13 @@ def fetch(url, what, max_bytes, out, deadline_s):
                 chunk = response.read(CHUNK_BYTES)
                 if not chunk:
                     break
-                write_bounded(out, chunk, what, max_bytes, deadline)
+                write_bounded(out, chunk, max_bytes, deadline)
             if length and length.isdigit() and out.tell() != int(length):
                 raise StorageError(f"storage host {host} sent {out.tell()} of {length} bytes", retriable=True)
     except urllib.error.HTTPError as exc:
         raise StorageError(f"storage host {host} answered {exc.code} {exc.reason}",
                            retriable=exc.code >= 500 or exc.code == 429) from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         raise StorageError(f"could not reach storage host {host} ({type(exc).__name__}: {reason})",
                            retriable=True) from None
