@@ -263,10 +263,12 @@ def test_storage_refusing_the_download_is_a_clear_error_without_the_signature(gh
     assert bodies(gh) == []
 
 
-def test_a_download_is_bounded_in_size_and_never_retried_past_the_bound(gh, tmp_path):
+def test_a_download_is_bounded_in_size_and_never_retried_past_the_bound(gh, tmp_path, monkeypatch):
     from speedstats.errors import UserError
     from speedstats.github.client import GitHubClient, RetryPolicy
 
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "127.0.0.1,127.0.0.2,localhost")
     gh.add_workflow_run(REPO, RUN, SHA)
     artifact_id = gh.add_artifact(REPO, RUN, "big", b"x" * 4096)
     client = GitHubClient(TOKEN, gh.url, RetryPolicy(time_scale=0.001))
