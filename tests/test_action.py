@@ -297,6 +297,25 @@ def test_automerge_guard_removes_the_label_and_says_which_job_failed(tmp_path, g
         f"\n\n<!-- speedstats:automerge-removed job=cuda-module head={HEAD} run=4242 -->")]
 
 
+def test_fetch_baseline_downloads_the_base_build_and_sets_baseline_path(tmp_path, gh):
+    import io
+    import zipfile
+
+    wheel = "oneflow-0.9.1+cu118-cp310-cp310-manylinux_2_17_x86_64.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr(f"wheelhouse/{wheel}", b"base build")
+    gh.add_workflow_run(REPO, 77, "7" * 40, event="push", workflow="build.yml", branch="release")
+    gh.add_artifact(REPO, 77, "wheelhouse", buf.getvalue())
+    env = action_env(tmp_path, gh.url, {"command": "fetch-baseline", "baseline-workflow": "build.yml",
+                                        "baseline-branch": "release"})
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert outputs_of(env) == {"baseline-path": f"speedstats-out/baseline/{wheel}"}
+    assert (tmp_path / "speedstats-out" / "baseline" / wheel).read_bytes() == b"base build"
+
+
 def test_automerge_guard_leaves_a_cancelled_run_alone(tmp_path, gh):
     env = action_env(tmp_path, gh.url, {"command": "automerge-guard", "status": "cancelled"})
     proc = run_entrypoint(env, tmp_path)
