@@ -2,22 +2,34 @@
 # Everything comes from the base image, its Ubuntu archive and PyPI, with the versions the tests use:
 # the same pip steps as scripts/bootstrap.sh, under constraints.txt (the full lock).
 #
-# OneFlow 0.9.0 is a CUDA 11.7 build, hence a CUDA 11.7 runtime base. The GPU itself reaches the
-# container through the NVIDIA container runtime of the runner host (see README: "The runner").
-FROM nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu22.04
+# Plain Ubuntu, not an nvidia/cuda base: every CUDA library comes from the PyPI wheels (OneFlow
+# bundles its own and takes cuDNN 8 and cuBLAS 11 from the nvidia-*-cu11 wheels; torch takes the
+# CUDA 13 wheels). Only the driver's libcuda.so.1 and libnvidia-ml.so.1 come from the host, and the
+# NVIDIA container runtime mounts them into a container that sets NVIDIA_VISIBLE_DEVICES. NVIDIA
+# deletes end-of-life CUDA tags from Docker Hub; an Ubuntu LTS tag stays.
+FROM ubuntu:22.04
 
-# CPython 3.10 is Ubuntu 22.04's own python3, installed with apt from the base image's distribution
-# (oneflow 0.9.0 has wheels for CPython 3.8-3.10 only).
+# CPython 3.10 is Ubuntu 22.04's own python3 (oneflow 0.9.0 has wheels for CPython 3.8-3.10 only);
+# ca-certificates for the https downloads of the GitHub commands. DL3008 (pin apt versions) is
+# ignored on purpose: the archive keeps only the newest build of each package, so a pinned version
+# stops resolving at its next security update; the Python packages, which make the figures, are
+# pinned by constraints.txt.
+# hadolint ignore=DL3008
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.10 python3.10-venv \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
+# The NVIDIA runtime gives the container every GPU with compute (CUDA) and utility (NVML, for the
+# GPU name), and refuses to start it on a driver older than the CUDA 13.0 that the pinned torch
+# 2.14.1 is built for (driver 580 or newer), with its own message, before anything is installed or run.
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=13.0"
 RUN python3.10 -m venv /opt/venv
 
 WORKDIR /opt/speedstats

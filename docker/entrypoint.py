@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard")
+COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -40,6 +40,9 @@ DEFAULTS = {
     "flowvision": "",
     "pip-args": "",
     "only": "",
+    "baseline-workflow": "",
+    "baseline-artifact": "wheelhouse",
+    "baseline-branch": "",
 }
 
 # What the commands exit with (see `speedstats run --help`).
@@ -96,6 +99,13 @@ def comment_argv(inputs, body_file):
     return ["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
 
 
+def fetch_baseline_argv(inputs):
+    if not inputs["baseline-workflow"]:
+        raise InputError("input 'baseline-workflow': needed by command 'fetch-baseline'")
+    return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact", inputs["baseline-artifact"],
+             "--dest", str(Path(inputs["out"]) / "baseline")] + _optional("--branch", inputs["baseline-branch"]))
+
+
 def plan(inputs):
     """The speedstats commands (argv after 'speedstats') this step runs, in order."""
     command = inputs["command"]
@@ -115,6 +125,8 @@ def plan(inputs):
             raise InputError("input 'docs-base-url': needed by command 'docs-preview'")
         return [["docs-preview", "--base-url", inputs["docs-base-url"], "--mode", inputs["comment-mode"]]
                 + _optional("--pr", inputs["pr"])]
+    if command == "fetch-baseline":
+        return [fetch_baseline_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]

@@ -8,7 +8,13 @@ It speaks the endpoints the bot uses, closely enough for PyGithub:
     GET    /repos/{o}/{r}/issues/{n}/labels            DELETE /repos/{o}/{r}/issues/{n}/labels/{name}
     GET    /repos/{o}/{r}/pulls/{n}                    GET /repos/{o}/{r}/pulls/{n}/commits
     GET    /repos/{o}/{r}/actions/runs/{id}            GET /repos/{o}/{r}/actions/runs/{id}/artifacts
-    GET    /repos/{o}/{r}/actions/artifacts/{id}/zip   (302 to /_blobs/{id}, which serves the zip)
+    GET    /repos/{o}/{r}/actions/workflows/{wf}/runs  (filters branch, status, event; newest first)
+    GET    /repos/{o}/{r}/actions/artifacts/{id}/zip   (302 to the storage server, which serves the zip)
+
+Artifact downloads redirect, as GitHub's do, to blob storage on another host: a second loopback server
+(127.0.0.2 where it can bind, else another port) at gh.storage_url, serving /_blobs/{id}?sig=... with a
+signature in the URL. It refuses a request carrying an Authorization header, as a pre-signed URL's
+host may, and records every request it gets in `gh.storage_requests` (headers included).
 
 Usage:
 
@@ -114,6 +120,8 @@ class _Run:
     event: str
     head_repo: str | None
     name: str
+    workflow: str | None = None  # file name, e.g. build.yml
+    branch: str = "pr"
 
 
 @dataclass
@@ -138,19 +146,24 @@ class FakeGitHub:
         self._holds: list[Hold] = []
         self._next_id = 1000
         self._clock = 0
+        self._workflow_ids: dict[str, int] = {}
         self.requests: list[RecordedRequest] = []
+        self.storage_requests: list[RecordedRequest] = []
         self._server = None
         self._thread = None
+        self._storage = None
+        self._storage_thread = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def start(self):
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
-                                        name="fakegithub", daemon=True)
-        self._thread.start()
+        handler = type("Handler", (_Handler,), {"fake": self, "storage": False})
+        self._server, self._thread = _serve(("127.0.0.1", 0), handler, "fakegithub")
+        storage = type("StorageHandler", (_Handler,), {"fake": self, "storage": True})
+        try:  # another host, as GitHub's blob storage is; Linux answers on all of 127.0.0.0/8
+            self._storage, self._storage_thread = _serve(("127.0.0.2", 0), storage, "fakestorage")
+        except OSError:
+            self._storage, self._storage_thread = _serve(("127.0.0.1", 0), storage, "fakestorage")
         return self
 
     def stop(self):
@@ -158,10 +171,11 @@ class FakeGitHub:
             with self._cond:
                 self._holds.clear()
                 self._cond.notify_all()
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(timeout=5)
-            self._server = None
+            for server, thread in ((self._server, self._thread), (self._storage, self._storage_thread)):
+                server.shutdown()
+                server.server_close()
+                thread.join(timeout=5)
+            self._server = self._storage = None
 
     def __enter__(self):
         return self.start()
@@ -173,6 +187,12 @@ class FakeGitHub:
     def url(self):
         """The API base URL, e.g. http://127.0.0.1:40123 (what GITHUB_API_URL would hold)."""
         host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def storage_url(self):
+        """The blob storage's base URL: another host and port than url."""
+        host, port = self._storage.server_address[:2]
         return f"http://{host}:{port}"
 
     # -- setting up state ------------------------------------------------------------------------------
@@ -219,13 +239,23 @@ class FakeGitHub:
             return self._store_comment(repo, number, body, login, user_type)["id"]
 
     def add_workflow_run(self, repo, run_id, head_sha, pull_requests=(), conclusion="success",
-                         event="pull_request", head_repo=None, name="Speed stats"):
-        """A completed workflow run. A fork's run has pull_requests=() and head_repo='fork/r'."""
+                         event="pull_request", head_repo=None, name="Speed stats", workflow=None, branch="pr"):
+        """A completed workflow run. A fork's run has pull_requests=() and head_repo='fork/r'.
+
+        workflow (a file name such as build.yml) lists the run under /actions/workflows/{workflow}/runs,
+        newest (highest id) first; the workflow's numeric id is gh.workflow_id(workflow).
+        """
         self.add_repo(repo)
         with self._lock:
+            if workflow is not None:
+                self._workflow_ids.setdefault(workflow, 800 + len(self._workflow_ids))
             self._runs[repo][run_id] = _Run(run_id, head_sha, list(pull_requests), conclusion, event,
-                                            head_repo or repo, name)
+                                            head_repo or repo, name, workflow, branch)
         return run_id
+
+    def workflow_id(self, workflow):
+        with self._lock:
+            return self._workflow_ids[workflow]
 
     def add_artifact(self, repo, run_id, name, data, expired=False):
         """An artifact of a run; data is the zip archive's bytes. Returns its id."""
@@ -328,6 +358,7 @@ def _error(status, message):
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGitHub = None
+    storage = False  # True: the blob storage server
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args):
@@ -353,7 +384,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         record = RecordedRequest(method, path, urllib.parse.parse_qs(parsed.query), dict(self.headers.items()), body)
         with fake._lock:
-            fake.requests.append(record)
+            (fake.storage_requests if self.storage else fake.requests).append(record)
         fake._wait_at_hold(method, path)
         with fake._lock:
             fault = fake._take_fault(method, path)
@@ -377,8 +408,12 @@ class _Handler(BaseHTTPRequestHandler):
         return reply
 
     def _dispatch(self, method, path, record):
-        if path.startswith("/_blobs/"):  # the storage an artifact download redirects to: no token needed
-            return self._blob(path)
+        if self.storage:  # the blob storage an artifact download redirects to: the URL is the credential
+            if method != "GET" or not path.startswith("/_blobs/"):
+                raise _error(404, "The specified resource does not exist.")
+            return self._blob(path, record)
+        if path.startswith("/_blobs/"):
+            raise _error(404, "Not Found")
         token = self._token(record)
         for route_method, regex, fn in _ROUTES:
             match = regex.match(path)
@@ -478,10 +513,13 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise _error(400, "Problems parsing JSON") from None
 
-    def _blob(self, path):
-        artifact = self.fake._artifacts.get(int(path.rsplit("/", 1)[-1]))
-        if artifact is None:
-            raise _error(404, "Not Found")
+    def _blob(self, path, record):
+        if any(name.lower() == "authorization" for name in record.headers):
+            raise _error(400, "Authentication information is not given in the correct format.")
+        name = path.rsplit("/", 1)[-1]
+        artifact = self.fake._artifacts.get(int(name)) if name.isdigit() else None
+        if artifact is None or record.query.get("sig") != [_signature(artifact.id)]:
+            raise _error(403, "Server failed to authenticate the request.")
         return _Reply(200, raw=artifact.data)
 
     def _run(self, repo, run_id):
@@ -489,6 +527,14 @@ class _Handler(BaseHTTPRequestHandler):
         if run is None:
             raise _error(404, "Not Found")
         return run
+
+
+def _serve(address, handler, name):
+    server = ThreadingHTTPServer(address, handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, name=name, daemon=True)
+    thread.start()
+    return server, thread
 
 
 def _check_body(payload):
@@ -617,14 +663,7 @@ def _get_run(h, token, record, repo, run_id):
         pulls.append({"number": number, "url": f"{h.base}/repos/{repo}/pulls/{number}",
                       "head": {"sha": issue.commits[-1], "ref": f"pr-{number}"},
                       "base": {"sha": "0" * 40, "ref": "main"}})
-    return _Reply(200, {
-        "id": run.id, "name": run.name, "event": run.event, "status": "completed",
-        "conclusion": run.conclusion, "head_sha": run.head_sha, "head_branch": "pr",
-        "head_repository": h._repo_json(run.head_repo), "repository": h._repo_json(repo),
-        "pull_requests": pulls, "url": f"{h.base}/repos/{repo}/actions/runs/{run.id}",
-        "html_url": f"{h.base}/{repo}/actions/runs/{run.id}",
-        "artifacts_url": f"{h.base}/repos/{repo}/actions/runs/{run.id}/artifacts",
-    })
+    return _Reply(200, dict(_run_json(h, repo, run), pull_requests=pulls))
 
 
 def _artifact_json(h, repo, artifact):
@@ -651,7 +690,43 @@ def _download_artifact(h, token, record, repo, artifact_id):
         raise _error(404, "Not Found")
     if artifact.expired:
         raise _error(410, "Artifact has expired")
-    return _Reply(302, headers={"Location": f"{h.base}/_blobs/{artifact.id}"})
+    location = f"{h.fake.storage_url}/_blobs/{artifact.id}?sv=2024-01-01&sig={_signature(artifact.id)}"
+    return _Reply(302, headers={"Location": location})
+
+
+def _signature(artifact_id):
+    return f"s{artifact_id * 7919 % 100003:05d}"
+
+
+def _run_json(h, repo, run):
+    return {"id": run.id, "name": run.name, "event": run.event, "status": "completed",
+            "conclusion": run.conclusion, "head_sha": run.head_sha, "head_branch": run.branch,
+            "head_repository": h._repo_json(run.head_repo), "repository": h._repo_json(repo),
+            "url": f"{h.base}/repos/{repo}/actions/runs/{run.id}",
+            "html_url": f"{h.base}/{repo}/actions/runs/{run.id}",
+            "artifacts_url": f"{h.base}/repos/{repo}/actions/runs/{run.id}/artifacts"}
+
+
+@_route("GET", _REPO + r"/actions/workflows/(?P<workflow>[^/]+)/runs")
+def _list_workflow_runs(h, token, record, repo, workflow):
+    known = h.fake._workflow_ids
+    name = next((w for w, i in known.items() if workflow in (w, str(i))), None)
+    if name is None or repo not in h.fake._runs:
+        raise _error(404, "Not Found")
+    wanted = {k: v[0] for k, v in record.query.items() if k in ("branch", "event", "status")}
+    runs = []
+    for run in sorted(h.fake._runs[repo].values(), key=lambda r: -r.id):
+        if run.workflow != name:
+            continue
+        if "branch" in wanted and run.branch != wanted["branch"]:
+            continue
+        if "event" in wanted and run.event != wanted["event"]:
+            continue
+        if "status" in wanted and wanted["status"] not in ("completed", run.conclusion):
+            continue
+        runs.append(dict(_run_json(h, repo, run), pull_requests=[]))
+    chunk, headers = h._paginate(record, runs)
+    return _Reply(200, {"total_count": len(runs), "workflow_runs": chunk}, headers)
 
 
 # -- helpers for tests that run speedstats against the fake ------------------------------------------------
@@ -715,7 +790,7 @@ def run_speedstats(argv, env, subprocess_=False, timeout=60):
     """
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
     full_env.update({k: str(v) for k, v in env.items()})
-    full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,localhost"  # the fake is never behind a proxy
+    full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"  # the fake is never behind a proxy
     if subprocess_:
         src = str(Path(__file__).resolve().parents[1] / "src")
         full_env["PYTHONPATH"] = src + os.pathsep + full_env.get("PYTHONPATH", "")

@@ -149,7 +149,8 @@ def test_entrypoint_knows_every_input_with_the_same_default():
 
 
 def test_outputs_are_the_ones_the_commands_set():
-    assert set(action()["outputs"]) == {"verdict", "score", "regressions", "results", "comment-file", "comment-url"}
+    assert set(action()["outputs"]) == {"verdict", "score", "regressions", "results", "comment-file",
+                                        "comment-url", "baseline-path"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
@@ -198,6 +199,15 @@ def test_automerge_guard_inputs(tmp_path):
     assert printed == "speedstats automerge-guard --job 'Build cu116' --label merge-me --status cancelled --pr 3\n"
 
 
+def test_fetch_baseline_inputs(tmp_path):
+    assert planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "build.yml"}) == (
+        "speedstats fetch-baseline --workflow build.yml --artifact wheelhouse --dest speedstats-out/baseline\n")
+    printed = planned(tmp_path, command="fetch-baseline", out="o", **{
+        "baseline-workflow": "1234", "baseline-artifact": "wheels cu118", "baseline-branch": "release/0.9"})
+    assert printed == ("speedstats fetch-baseline --workflow 1234 --artifact 'wheels cu118' --dest o/baseline "
+                       "--branch release/0.9\n")
+
+
 def test_underscore_spelling_works_outside_the_runner(tmp_path):
     env = clean_environ()
     env.update({"INPUT_COMMAND": "comment", "INPUT_BODY_FILE": "x.md", "INPUT_COMMENT_MODE": "new"})
@@ -207,10 +217,11 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
 
 @pytest.mark.parametrize(("inputs", "message"), [
     ({"command": "benchmark"}, ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
-                               "automerge-guard, got 'benchmark'")),
+                               "automerge-guard, fetch-baseline, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
+    ({"command": "fetch-baseline"}, "input 'baseline-workflow': needed by command 'fetch-baseline'"),
 ])
 def test_bad_inputs_are_one_line_errors(tmp_path, inputs, message):
     env = action_env(tmp_path, inputs=inputs)
@@ -229,7 +240,8 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
                      history="h.jsonl", **{"lock-timeout": "5", "bundle": "b"})
              + planned(tmp_path, pr="3", **{"comment-mode": "new"})
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
-             + planned(tmp_path, command="automerge-guard", pr="3", status="success"))
+             + planned(tmp_path, command="automerge-guard", pr="3", status="success")
+             + planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml", "baseline-branch": "m"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)
@@ -295,6 +307,27 @@ def test_automerge_guard_removes_the_label_and_says_which_job_failed(tmp_path, g
         f"\n\n<!-- speedstats:automerge-removed job=cuda-module head={HEAD} run=4242 -->")]
 
 
+def test_fetch_baseline_downloads_the_base_build_and_sets_baseline_path(tmp_path, gh):
+    import io
+    import zipfile
+
+    wheel = "oneflow-0.9.1+cu118-cp310-cp310-manylinux_2_17_x86_64.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr(f"wheelhouse/{wheel}", b"base build")
+    gh.add_workflow_run(REPO, 77, "7" * 40, event="push", workflow="build.yml", branch="release")
+    gh.add_artifact(REPO, 77, "wheelhouse", buf.getvalue())
+    workspace = tmp_path / "workspace"  # the runner's files go beside it, not into a folder other tests share
+    workspace.mkdir()
+    env = action_env(workspace, gh.url, {"command": "fetch-baseline", "baseline-workflow": "build.yml",
+                                         "baseline-branch": "release"})
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert outputs_of(env) == {"baseline-path": f"speedstats-out/baseline/{wheel}"}
+    assert (workspace / "speedstats-out" / "baseline" / wheel).read_bytes() == b"base build"
+
+
 def test_automerge_guard_leaves_a_cancelled_run_alone(tmp_path, gh):
     env = action_env(tmp_path, gh.url, {"command": "automerge-guard", "status": "cancelled"})
     proc = run_entrypoint(env, tmp_path)
@@ -319,7 +352,7 @@ def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     outputs = outputs_of(env)
-    assert set(action()["outputs"]) <= set(outputs)
+    assert set(action()["outputs"]) - {"baseline-path"} <= set(outputs)  # baseline-path: fetch-baseline's
     assert outputs["verdict"] == "pass" and outputs["score"] == "0"
     assert outputs["results"] == "speedstats-out/results.json"
     assert outputs["comment-file"] == "speedstats-out/comment.md"

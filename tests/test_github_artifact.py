@@ -4,6 +4,7 @@ import io
 import json
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -234,3 +235,47 @@ def test_the_example_pair_fits_together_and_the_poster_never_runs_the_forks_code
     assert "${{" not in command["run"]  # values reach the shell through env, never pasted into the script
     assert command["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
     assert command["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
+
+
+def test_the_zip_comes_from_storage_on_another_host_and_the_token_never_goes_there(gh, tmp_path):
+    fork_setup(gh, tmp_path)
+    result = post(gh, tmp_path)
+    assert result.rc == 0, result.err
+    assert urlsplit(gh.storage_url).netloc != urlsplit(gh.url).netloc
+    (blob,) = gh.storage_requests
+    assert blob.path.startswith("/_blobs/") and blob.status == 200 and blob.query["sig"]
+    assert not [name for name in blob.headers if name.lower() == "authorization"]
+    assert TOKEN not in json.dumps(blob.headers)
+    api_download = gh.requests_matching("GET", "/repos/o/r/actions/artifacts/*/zip")
+    assert [r.status for r in api_download] == [302]
+    assert api_download[0].headers["Authorization"] == f"token {TOKEN}"
+
+
+def test_storage_refusing_the_download_is_a_clear_error_without_the_signature(gh, tmp_path):
+    fork_setup(gh, tmp_path)
+    gh.fail("GET", "/_blobs/*", status=403, times=99, message="Server failed to authenticate the request.")
+    result = post(gh, tmp_path)
+    host = urlsplit(gh.storage_url).netloc
+    assert result.rc == 2
+    assert result.err == (f"speedstats: error: download artifact 'speedstats-bundle' of run {RUN}: "
+                          f"storage host {host} answered 403 Forbidden\n")
+    assert len(gh.storage_requests) == 1  # a 403 is not retried
+    assert bodies(gh) == []
+
+
+def test_a_download_is_bounded_in_size_and_never_retried_past_the_bound(gh, tmp_path, monkeypatch):
+    from speedstats.errors import UserError
+    from speedstats.github.client import GitHubClient, RetryPolicy
+
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "127.0.0.1,127.0.0.2,localhost")
+    gh.add_workflow_run(REPO, RUN, SHA)
+    artifact_id = gh.add_artifact(REPO, RUN, "big", b"x" * 4096)
+    client = GitHubClient(TOKEN, gh.url, RetryPolicy(time_scale=0.001))
+    url = f"{gh.url}/repos/{REPO}/actions/artifacts/{artifact_id}/zip"
+    assert client.download(url, "download big", max_bytes=4096) == b"x" * 4096
+    with pytest.raises(UserError) as raised:
+        client.download(url, "download big", max_bytes=1000)
+    host = urlsplit(gh.storage_url).netloc
+    assert str(raised.value) == f"download big: 4096 bytes at {host}, more than 1000; refusing it"
+    assert len(gh.storage_requests) == 2

@@ -340,7 +340,7 @@ def test_example_on_a_passing_pull_request(tmp_path, gh):
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
     assert run.status == "success", run.logs
-    assert run.ran == ["actions/checkout@v4", "Benchmark and comment", "Job summary", "Keep the results"]
+    assert run.ran == ["Check out", "Benchmark and comment", "Job summary", "Keep the results"]
     assert run.skipped == ["Remove automerge from the failed pull request"]
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
     assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()), mark="✔️"), body)
@@ -360,7 +360,7 @@ def test_example_on_a_regression_comments_then_removes_automerge(tmp_path, gh):
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
     assert run.status == "failure"
-    assert run.ran == ["actions/checkout@v4", "Benchmark and comment", "Job summary", "Keep the results",
+    assert run.ran == ["Check out", "Benchmark and comment", "Job summary", "Keep the results",
                        "Remove automerge from the failed pull request"]
     assert run.skipped == []
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ COMMAND_MODULES = (
     "speedstats.bench.cli",  # run
     "speedstats.render_cli",  # render, parse
     "speedstats.analysis.cli",  # compare, trend
-    "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact
+    "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
 )
 
 

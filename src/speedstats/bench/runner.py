@@ -33,6 +33,7 @@ from speedstats import verdict as verdicts
 from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
+from speedstats.bench import shm
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.fsutil import write_atomic
 from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
@@ -343,6 +344,12 @@ class SuiteRunner:
     def run_case(self, case, prefix):
         record = case_record(case)
         record.started_at = now_iso()
+        too_small = shm.shm_error(case, contenders=len(self.contenders))
+        if too_small:  # the workers would die of a bus error minutes in: fail now, with the fix
+            record.frameworks = {role: FrameworkResult(times=case.times, error=too_small) for role in self.contenders}
+            record.finished_at = now_iso()
+            self.progress(f"{prefix}   FAILED: {too_small}")
+            return record
         plan = RoundPlan.for_case(case, self.with_baseline)
         states = self._measure(case, plan, self.out_dir / "workers" / case.id, prefix)
         self._fill(record, case, plan, {role: (s.rounds, s.error, s.memory, s.imported)

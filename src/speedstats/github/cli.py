@@ -1,4 +1,4 @@
-"""GitHub commands: comment, docs-preview, automerge-guard, post-from-artifact.
+"""GitHub commands: comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline.
 
 They run inside a GitHub Actions job (GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_EVENT_PATH,
 GITHUB_API_URL) or from a shell with --repo/--pr/--token. PyGithub is imported only when a command
@@ -64,9 +64,10 @@ def register(subparsers):
     _common(p, author=False)
     p.set_defaults(func=automerge_guard_command)
 
-    from speedstats.github import artifact
+    from speedstats.github import artifact, baseline
 
     artifact.register(subparsers, _mode)
+    baseline.register(subparsers)
 
 
 # -- shared steps ----------------------------------------------------------------------------------------

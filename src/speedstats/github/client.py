@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from speedstats.errors import UserError
+from speedstats.github import storage
 from speedstats.text import one_line
 
 FORK_MESSAGES = ("resource not accessible by integration", "resource not accessible by personal access token")
@@ -139,6 +140,8 @@ class GitHubClient:
         """Seconds to wait before retrying after exc, or None when exc is not worth retrying."""
         from github import GithubException
 
+        if isinstance(exc, storage.StorageError):
+            return (self.policy.backoff(attempt), str(exc)) if exc.retriable else None
         if not isinstance(exc, GithubException):  # network error, timeout, dropped connection
             return self.policy.backoff(attempt), f"could not reach GitHub ({type(exc).__name__})"
         status = exc.status
@@ -170,6 +173,8 @@ class GitHubClient:
         """The UserError (or ReadOnlyToken) for a failed request."""
         from github import GithubException
 
+        if isinstance(exc, storage.StorageError):
+            return UserError(self.redact(f"{what}: {exc}"))
         if not isinstance(exc, GithubException):
             return UserError(self.redact(f"GitHub API ({self.api_url}): {what} failed: "
                                          f"{type(exc).__name__}: {exc}"))
@@ -191,7 +196,7 @@ class GitHubClient:
         for attempt in range(1, self.policy.attempts + 1):
             try:
                 return fn()
-            except (GithubException, requests.exceptions.RequestException) as exc:
+            except (GithubException, requests.exceptions.RequestException, storage.StorageError) as exc:
                 decision = self._retry_wait(exc, attempt)
                 if decision is None or attempt == self.policy.attempts:
                     raise self._error(exc, what) from None
@@ -315,31 +320,66 @@ class GitHubClient:
 
         return self._call(f"list artifacts of run {run_id}", fetch)
 
-    def download(self, url, what, max_bytes):
-        """GET a binary (an artifact zip, following GitHub's redirect to storage) into memory."""
-        import requests
+    def latest_successful_run(self, repo, workflow, branch, event=None):
+        """The newest successful run of a workflow (file name or id) on a branch, or None."""
+        flow = self._repo(repo).get_workflow(workflow)
+        filters = {"branch": branch, "status": "success", **({"event": event} if event else {})}
 
         def fetch():
-            try:
-                _status, _headers, chunks = self._gh.requester.getStream(url, chunk_size=1 << 16)
-            except requests.exceptions.HTTPError as exc:
-                raise _http_error(exc) from None
-            data = bytearray()
-            for chunk in chunks:
-                data += chunk
-                if len(data) > max_bytes:
-                    raise UserError(f"{what}: larger than {max_bytes} bytes; refusing it")
-            return bytes(data)
+            for run in flow.get_runs(**filters):
+                if run.conclusion == "success":
+                    return WorkflowRunInfo(id=run.id, head_sha=run.head_sha, head_repo=None, event=run.event,
+                                           conclusion=run.conclusion, pull_requests=[])
+            return None
 
-        return self._call(what, fetch)
+        return self._call(f"list runs of workflow {workflow!r} on branch {branch!r} of {repo}", fetch)
+
+    def download(self, url, what, max_bytes, sink=None, deadline_s=600.0):
+        """GET an artifact zip: bytes in memory, or written to sink (a binary file) when one is given.
+
+        The API answers 302 with a pre-signed storage URL on another host (blob storage for
+        upload-artifact v4). That URL is fetched with a plain HTTP client and no Authorization header:
+        the token stays with GitHub. At most max_bytes, in at most deadline_s seconds per try.
+        """
+        import io
+
+        out = io.BytesIO() if sink is None else sink
+
+        def fetch():
+            out.seek(0)
+            out.truncate()
+            deadline = time.monotonic() + deadline_s
+            with self._api_get(url) as response:
+                if response.status_code in (301, 302, 303, 307, 308):
+                    location = response.headers.get("Location") or ""
+                    if not location.startswith(("https://", "http://")):
+                        raise storage.StorageError(f"GitHub redirected to {location!r}, not an http(s) URL",
+                                                   retriable=False)
+                elif response.status_code == 200:  # GitHub served the bytes itself
+                    for chunk in response.iter_content(storage.CHUNK_BYTES):
+                        storage.write_bounded(out, chunk, max_bytes, deadline)
+                    return out
+                else:
+                    raise _response_error(response)
+            storage.fetch(location, max_bytes, out, deadline_s)
+            return out
+
+        self._call(what, fetch)
+        return out.getvalue() if sink is None else None
+
+    def _api_get(self, url):
+        import requests
+
+        return requests.get(url, headers={"Authorization": f"token {self._token}",
+                                          "Accept": "application/vnd.github+json",
+                                          "X-GitHub-Api-Version": "2022-11-28",
+                                          "User-Agent": "speedstats"},
+                            allow_redirects=False, stream=True, timeout=storage.SOCKET_TIMEOUT_S)
 
 
-def _http_error(exc):
+def _response_error(response):
     from github import GithubException
 
-    response = exc.response
-    if response is None:
-        return GithubException(0, {"message": str(exc)}, {})
     try:
         data = response.json()
     except ValueError:

@@ -1,0 +1,175 @@
+"""`speedstats fetch-baseline`: the wheel(s) the base branch's build workflow last made.
+
+A speed job on a pull request benchmarks the head build against the base build. The base build is
+the artifact (a folder of wheels) that the newest successful run of the build workflow on the base
+branch uploaded. Found through the Actions REST API, downloaded through the same redirect-safe path
+as post-from-artifact (the token never reaches the storage host), and only its `.whl` members are
+extracted, flat, under their own names: nothing else in the archive touches the disk.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from speedstats.errors import UserError
+from speedstats.github import context
+
+DEFAULT_ARTIFACT = "wheelhouse"
+DEFAULT_DEST = "speedstats-baseline"
+DEFAULT_EVENT = "push"
+MAX_ARCHIVE_BYTES = 8 << 30  # a CUDA OneFlow wheel is about 1-2 GB
+MAX_EXTRACTED_BYTES = 16 << 30
+MAX_WHEELS = 64
+DOWNLOAD_DEADLINE_S = 1800.0
+_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "fetch-baseline", help="download the wheel(s) of the base branch's latest successful build",
+        description="Find the newest successful run of a workflow on a branch (default: the pull request's "
+                    "base branch), download its wheel artifact and extract the .whl files into --dest. "
+                    "Prints, and sets the step output baseline-path to, the one wheel or the folder of "
+                    "wheels.")
+    p.add_argument("--workflow", required=True, metavar="FILE_OR_ID",
+                   help="the build workflow: its file name (build.yml) or numeric id")
+    p.add_argument("--artifact", default=DEFAULT_ARTIFACT, metavar="NAME",
+                   help=f"name of the artifact holding the wheel(s) (default: {DEFAULT_ARTIFACT})")
+    p.add_argument("--branch", metavar="NAME",
+                   help="branch whose build to take (default: the pull request's base branch)")
+    p.add_argument("--event", default=DEFAULT_EVENT, metavar="EVENT",
+                   help=f"only runs triggered by this event (default: {DEFAULT_EVENT}; 'any' for all)")
+    p.add_argument("--dest", default=DEFAULT_DEST, metavar="DIR",
+                   help=f"folder for the wheel(s) (default: {DEFAULT_DEST}); emptied of earlier wheels first")
+    p.add_argument("--repo", metavar="OWNER/NAME", help="repository (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN, then $INPUT_TOKEN)")
+    p.add_argument("--api-url", metavar="URL",
+                   help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
+    p.set_defaults(func=fetch_baseline_command, dry_run=False)
+
+
+def base_branch(environ=None):
+    """The pull request's base branch: the event payload's pull_request.base.ref, else $GITHUB_BASE_REF."""
+    env = os.environ if environ is None else environ
+    path = env.get("GITHUB_EVENT_PATH")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                payload = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"GITHUB_EVENT_PATH ({path}): not a readable JSON event: {exc}") from None
+        pull = payload.get("pull_request") if isinstance(payload, dict) else None
+        base = pull.get("base") if isinstance(pull, dict) else None
+        if isinstance(base, dict) and isinstance(base.get("ref"), str) and base["ref"]:
+            return base["ref"]
+    return env.get("GITHUB_BASE_REF") or None
+
+
+def extract_wheels(archive_path, dest, where):
+    """Extract the archive's .whl members into dest (flat, by their own names); the list of paths."""
+    try:
+        archive = zipfile.ZipFile(archive_path)
+    except zipfile.BadZipFile:
+        raise UserError(f"{where}: not a zip archive") from None
+    with archive:
+        wheels = [info for info in archive.infolist()
+                  if not info.is_dir() and info.filename.rsplit("/", 1)[-1].endswith(".whl")]
+        if not wheels:
+            names = ", ".join(sorted(i.filename for i in archive.infolist())[:5]) or "nothing"
+            raise UserError(f"{where}: holds no .whl file (it has: {names})")
+        if len(wheels) > MAX_WHEELS:
+            raise UserError(f"{where}: {len(wheels)} wheels, more than {MAX_WHEELS}")
+        total = sum(info.file_size for info in wheels)
+        if total > MAX_EXTRACTED_BYTES:
+            raise UserError(f"{where}: the wheels unpack to {total} bytes, more than {MAX_EXTRACTED_BYTES}")
+        names = [info.filename.rsplit("/", 1)[-1] for info in wheels]
+        bad = [n for n in names if not _WHEEL_NAME.match(n)]
+        if bad:
+            raise UserError(f"{where}: refusing a wheel named {bad[0]!r}")
+        if len(set(names)) != len(names):
+            raise UserError(f"{where}: two wheels share a file name")
+        dest.mkdir(parents=True, exist_ok=True)
+        for stale in dest.glob("*.whl"):
+            stale.unlink()
+        paths = []
+        for info, name in zip(wheels, names):
+            path = dest / name
+            with archive.open(info) as src, open(path, "wb") as out:
+                # never more than the header says: a lying header cannot fill the disk
+                copied = _copy_bounded(src, out, info.file_size)
+            if copied != info.file_size:
+                raise UserError(f"{where}: {name} is not the size its header says")
+            paths.append(path)
+    return paths
+
+
+def _copy_bounded(src, out, limit):
+    copied = 0
+    while True:
+        chunk = src.read(min(1 << 20, limit + 1 - copied))
+        if not chunk:
+            return copied
+        copied += len(chunk)
+        if copied > limit:
+            return copied
+        out.write(chunk)
+
+
+def fetch_baseline_command(args):
+    from speedstats.actions_io import set_output
+    from speedstats.github import cli
+
+    repo = context.resolve_repo(args.repo)
+    workflow = args.workflow.strip()
+    if not workflow:
+        raise UserError("--workflow: must not be empty")
+    branch = args.branch or base_branch()
+    if not branch:
+        raise UserError("--branch: no branch (give --branch NAME, or run from a pull_request event)")
+    event = None if args.event in ("", "any") else args.event
+    dest = Path(args.dest)
+    client = cli.make_client(args)
+
+    def run():
+        found = client.latest_successful_run(repo, workflow, branch, event)
+        on = f"workflow {workflow!r} on branch {branch!r} of {repo}" + (f" ({event} events)" if event else "")
+        if found is None:
+            raise UserError(f"--workflow: no successful run of {on}")
+        artifacts = client.artifacts(repo, found.id)
+        matching = [a for a in artifacts if a.name == args.artifact]
+        if not matching:
+            names = ", ".join(sorted({a.name for a in artifacts})) or "none"
+            raise UserError(f"--artifact: run {found.id} ({on}) has no artifact named {args.artifact!r} "
+                            f"(its artifacts: {names})")
+        artifact = matching[0]
+        where = f"artifact {args.artifact!r} of run {found.id}"
+        if artifact.expired:
+            raise UserError(f"{where}: expired; GitHub no longer has it (rerun the build on {branch!r})")
+        if artifact.size > MAX_ARCHIVE_BYTES:
+            raise UserError(f"{where}: {artifact.size} bytes, more than {MAX_ARCHIVE_BYTES}")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
+            client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
+                            deadline_s=DOWNLOAD_DEADLINE_S)
+            archive.flush()
+            wheels = extract_wheels(archive.name, dest, where)
+        path = wheels[0] if len(wheels) == 1 else dest
+        names = ", ".join(w.name for w in wheels)
+        print(f"speedstats: baseline from run {found.id} (commit {found.head_sha[:12]}) of {on}: {names}",
+              file=sys.stderr)
+        set_output("baseline-path", str(path))
+        print(path)
+        return 0
+
+    try:
+        return cli.guarded(run, client)
+    except UserError:
+        if dest.is_dir() and not any(dest.iterdir()):
+            shutil.rmtree(dest, ignore_errors=True)
+        raise
