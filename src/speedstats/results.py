@@ -83,6 +83,7 @@ class Results:
     started_at: str | None = None
     finished_at: str | None = None
     error: str | None = None  # the whole run failed before any case (e.g. environment broken)
+    cancelled: bool = False  # stopped (SIGTERM, SIGINT) before its last case: the cases are incomplete
     schema: str = SCHEMA
 
     @property
@@ -197,6 +198,7 @@ def results_from_dict(data, where="results"):
         started_at=_field(data, "started_at", (str,), where, required=False),
         finished_at=_field(data, "finished_at", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
+        cancelled=_field(data, "cancelled", (bool,), where, required=False, default=False),
     )
 
 
