@@ -51,14 +51,14 @@ def die_with_parent(expected_parent=None):
 
 
 def _stat(pid):
-    """(parent pid, state letter) of a process, or None when it is gone."""
+    """(parent pid, state letter, start time) of a process, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read()
     except OSError:
         return None
     fields = text[text.rindex(b")") + 2:].split()
-    return int(fields[1]), fields[0].decode()
+    return int(fields[1]), fields[0].decode(), int(fields[19])
 
 
 def _has_tag(pid, tag):
@@ -74,26 +74,30 @@ def _all_pids():
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def members(root_pid, tag):
-    """{pid: (parent pid, state)} of the root, its descendants and every process carrying tag."""
+def members(root_pid, tag, known=None):
+    """{pid: (parent pid, state, start time)} of the root, every process carrying tag, the processes
+    of `known` ({pid: start time}) that still exist (one that is exiting has no environment left to read),
+    and all their descendants."""
     table = {}
     for pid in _all_pids():
         stat = _stat(pid)
         if stat is not None:
             table[pid] = stat
+    me = os.getpid()
+    seeds = [pid for pid, started in (known or {}).items() if pid in table and table[pid][2] == started]
+    if root_pid in table:
+        seeds.append(root_pid)
+    if tag:
+        seeds.extend(pid for pid in table if pid != me and _has_tag(pid, tag))
     children = {}
-    for pid, (ppid, _) in table.items():
+    for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     found = set()
-    todo = [root_pid] if root_pid in table else []
-    while todo:
-        pid = todo.pop()
+    while seeds:
+        pid = seeds.pop()
         if pid not in found:
             found.add(pid)
-            todo.extend(children.get(pid, ()))
-    if tag:
-        me = os.getpid()
-        found.update(pid for pid in table if pid != me and pid not in found and _has_tag(pid, tag))
+            seeds.extend(children.get(pid, ()))
     return {pid: table[pid] for pid in found}
 
 
@@ -102,13 +106,15 @@ def kill_tree(popen, tag, wait_s=KILL_WAIT_S):
     that are our children and wait until none is left (at most wait_s). Returns the pids still there."""
     me = os.getpid()
     deadline = time.monotonic() + wait_s
+    known = {}
     while True:
         # A process that has exited (zombie) and is ours is reaped; one that is someone else's
         # child waits for that parent, which is being killed, to hand it over to us.
         if popen is not None:
             popen.poll()
-        left = members(popen.pid if popen is not None and popen.returncode is None else -1, tag)
-        for pid, (ppid, state) in left.items():
+        left = members(popen.pid if popen is not None and popen.returncode is None else -1, tag, known)
+        known.update((pid, stat[2]) for pid, stat in left.items())
+        for pid, (ppid, state, _) in left.items():
             if state != "Z":
                 try:
                     os.kill(pid, signal.SIGKILL)
