@@ -253,6 +253,7 @@ class SuiteRunner:
                 results.finished_at = now_iso()
                 write_atomic(results_path, results.to_json())
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.bench.cli)
+            kill_started_workers()  # again: the signal may have cut the sweep above short
             results.cancelled = True
             results.finished_at = now_iso()
             write_atomic(results_path, results.to_json())
