@@ -161,25 +161,31 @@ def test_progress_names_case_framework_and_round(tiny_run):
     assert "[5/5]   OneFlow: ready after " in proc.stderr
 
 
-def test_a_terminated_run_leaves_no_worker_behind(tmp_path):
+def test_an_interrupted_run_leaves_no_worker_behind_and_says_it_was_cancelled(tmp_path):
+    """SIGINT (Ctrl-C, and the first signal of a cancelled GitHub job); the DDP and SIGTERM cases are
+    in test_orphans.py."""
     suite = tmp_path / "long.yml"
     suite.write_text("name: long\nwarmup: 0\ncases:\n"
                      "  - {id: long, kind: resnet50, batch_size: 2, image_size: 32, times: 100000}\n")
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
     proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
-                             "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     for line in proc.stderr:
         if "PyTorch: ready after" in line:
             break
-    pids = [json.loads((out / "workers" / "long" / fw / "ready.json").read_text())["pid"]
-            for fw in ("oneflow", "pytorch")]
-    proc.send_signal(signal.SIGTERM)
+    pids = [int((out / "workers" / "long" / fw / "pid-0").read_text()) for fw in ("oneflow", "pytorch")]
+    proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    results = results_model.load(out / "results.json")
+    assert results.cancelled is True and results.cases == []
+    assert (out / "comment.md").read_text(encoding="utf-8").endswith(
+        "\n\n ❌ speed job cancelled before it measured any case\n ``` \n\n</details>")
+    assert proc.stdout.read() == ""
 
 
 def test_a_crashed_worker_is_recorded_and_the_run_goes_on(tmp_path):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from speedstats import results as results_model
 from speedstats.errors import UserError
 from speedstats.render import render_automerge_removed, render_docs_preview, render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
@@ -289,3 +290,30 @@ def line_of(text, fragment):
 def test_a_missing_template_folder_is_a_user_error(tmp_path, default_suite):
     with pytest.raises(UserError, match="nowhere: template folder not found"):
         render_speed_stats(thread_results("pr-revert"), default_suite, templates_dir=tmp_path / "nowhere")
+
+
+def test_a_cancelled_run_says_so_after_the_cases_it_measured(default_suite):
+    measured = results_of(resnet_case("resnet50-bs8", 26.2, 37.9, 8))
+    measured.cancelled = True
+    reloaded = results_model.loads(measured.to_json())  # the mark survives results.json
+    assert reloaded.cancelled is True
+    rendered = render_speed_stats(reloaded, default_suite)
+    assert stats_of(rendered.body).split("\n")[-3:] == [
+        "✔️ Relative speed: 1.45 (= 37.9ms / 26.2ms)", "",
+        "❌ speed job cancelled before it finished: only the cases above were measured"]
+    assert not rendered.passed
+    assert rendered.reasons == ["the speed job was cancelled before its last case"]
+
+    nothing = render_speed_stats(results_of(), default_suite)
+    nothing_cancelled = results_of()
+    nothing_cancelled.cancelled = True
+    assert render_speed_stats(nothing_cancelled, default_suite).body == nothing.body.replace(
+        "speed job produced no results", "speed job cancelled before it measured any case")
+
+
+def test_cancelled_must_be_a_boolean():
+    data = results_of().to_dict()
+    assert "cancelled" in data and results_model.results_from_dict(data).cancelled is False
+    data["cancelled"] = "yes"
+    with pytest.raises(UserError, match=r"^results: field 'cancelled' must be bool, got 'yes'$"):
+        results_model.results_from_dict(data)

@@ -1,6 +1,10 @@
 """`speedstats run` refuses bad input before it measures anything."""
 
+import os
+import time
 from pathlib import Path
+
+import pytest
 
 from speedstats.cli import main
 
@@ -39,3 +43,36 @@ def test_rounds_must_be_positive(tmp_path, capsys):
     rc = main(["run", "--profile", "smoke", "--device", "cpu", "--rounds", "0", "--out", str(tmp_path / "o")])
     assert rc == 2
     assert capsys.readouterr().err == "speedstats: error: --rounds: must be at least 1, got 0\n"
+
+
+@pytest.mark.parametrize("where, message", [
+    ("folder", "{path}: the history file is not a regular file"),
+    ("missing/history.jsonl", "{path}: cannot write the history file: folder {tmp}/missing not found"),
+    ("fifo", "{path}: the history file is not a regular file"),
+    ("comment.md", ("{path}: not a speedstats history file (JSON Lines): {path}:1: not valid JSON: "
+                    "Expecting value (column 1)")),
+    ("/proc/history.jsonl", "{path}: cannot write the history file in /proc: "),
+])
+def test_a_history_file_that_cannot_be_appended_fails_before_the_run(tmp_path, capsys, where, message):
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "comment.md").write_text("<details>\n <summary>Speed stats:</summary>\n")
+    path = tmp_path / where
+    out = tmp_path / "out"
+    started = time.monotonic()
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--history", str(path), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("speedstats: error: " + message.format(path=path, tmp=tmp_path)) and err.count("\n") == 1
+    assert time.monotonic() - started < 5 and not out.exists()
+
+
+def test_a_history_file_with_a_bad_line_among_good_ones_is_accepted(tmp_path):
+    from speedstats.analysis.history import check_history_file, history_line
+    from speedstats.results import Results
+
+    path = tmp_path / "history.jsonl"
+    path.write_text("{cut sho\n" + history_line(Results(suite="s", device="cpu", gpu_name="g")))
+    check_history_file(path)
+    check_history_file(tmp_path / "new.jsonl")
+    assert not (tmp_path / "new.jsonl").exists()

@@ -7,8 +7,9 @@ file per device in a folder that all jobs of the host see:
 - `$SPEEDSTATS_LOCK_DIR` when set (point it at a host folder mounted into every container),
 - else `/tmp/speedstats-locks`.
 
-The kernel drops an flock when its holder exits, even on SIGKILL, so a crashed job never leaves a
-stale lock behind. While waiting, a line on stderr names the holder's pid and since when it holds
+The kernel drops an flock when the last process holding its open file exits, even on SIGKILL, so a
+crashed job never leaves a stale lock behind; benchmark workers inherit the open file (see
+`held_lock_fds`), so the device stays locked until they are gone too. While waiting, a line on stderr names the holder's pid and since when it holds
 the device, again whenever another job takes it first, and every minute.
 """
 
@@ -25,6 +26,13 @@ from speedstats.errors import UserError
 
 DEFAULT_LOCK_DIR = "/tmp/speedstats-locks"
 _REMINDER_EVERY_S = 60.0
+_held_fds = []  # descriptors of the locks this process holds now
+
+
+def held_lock_fds():
+    """The open lock files of the devices held now. Benchmark workers inherit them, so the kernel
+    keeps a device locked until the last process of a run is gone, even after SIGKILL of the run."""
+    return tuple(_held_fds)
 
 
 class DeviceBusyError(UserError):
@@ -160,12 +168,15 @@ def _one_device_lock(name, stem, timeout_s, lock_dir, stream):
         if writable:
             os.ftruncate(fd, 0)
             os.pwrite(fd, _holder_record().encode("utf-8"), 0)
+        _held_fds.append(fd)
         try:
             yield path
         finally:
+            _held_fds.remove(fd)
             if writable:
                 os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            # No LOCK_UN: that would free the device for every holder of this open file. Closing it
+            # frees the device once no benchmark worker that inherited it is left either.
     finally:
         os.close(fd)
 

@@ -167,6 +167,7 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
         "gpu_name": results.gpu_name,
         "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
         "error": verdict.error,
+        "cancelled": bool(results.cancelled),
         "passed": verdict.passed,
         "score": verdict.score,
         "results": results,

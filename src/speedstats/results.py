@@ -99,6 +99,7 @@ class Results:
     error: str | None = None  # the whole run failed before any case (e.g. environment broken)
     # What each contender measured: version, git commit, wheel and sha256 or requirement (see bench.builds).
     builds: dict[str, dict] = field(default_factory=dict)
+    cancelled: bool = False  # stopped (SIGTERM, SIGINT) before its last case: the cases are incomplete
     schema: str = SCHEMA
 
     @property
@@ -218,6 +219,7 @@ def results_from_dict(data, where="results"):
         finished_at=_field(data, "finished_at", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
         builds=_builds(data, where),
+        cancelled=_field(data, "cancelled", (bool,), where, required=False, default=False),
     )
 
 

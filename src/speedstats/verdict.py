@@ -6,9 +6,9 @@ case is judged on its relative speed (PyTorch time over OneFlow time, must be at
 on OneFlow's time per iteration (must be at most the threshold; a miss scores 2). Both are compared
 as numbers, at the precision the comment prints them, so the mark agrees with the figure a reader
 sees (0.99 printed against 0.99 passes). A case that produced no figure scores 2. The job fails at a
-total score of 2 or more, and when the run failed or produced no case. Dataloader cases and the
-PyTorch line are never marked. With a baseline build measured in the same run, a case whose head is
-a regression against the base (see analysis.paired) fails the job too, whatever the score.
+total score of 2 or more, and when the run failed, was cancelled or produced no case. Dataloader cases
+and the PyTorch line are never marked. With a baseline build measured in the same run, a case whose
+head is a regression against the base (see analysis.paired) fails the job too, whatever the score.
 """
 
 from __future__ import annotations
@@ -121,7 +121,9 @@ def judge(results, suite):
         reasons.append(f"the speed job failed: {error}")
     elif not results.cases:
         reasons.append("the speed job produced no results")
-    if error or not results.cases:
+    if results.cancelled:
+        reasons.append("the speed job was cancelled before its last case")
+    if error or not results.cases or results.cancelled:
         score += FAILED_CASE_SCORE
     return Verdict(score=score, passed=score < FAILING_SCORE and not regressions, cases=cases, error=error,
                    reasons=reasons, regressions=regressions)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +69,26 @@ def append_history(path, results, commit=None, recorded_at=None):
     line = history_line(results, commit=commit, recorded_at=recorded_at)
     write_atomic(path, existing + line.encode("utf-8"))
     return line
+
+
+def check_history_file(path):
+    """Refuse, before a run measures anything, a history path that the run could not append to:
+    its folder must exist and take new files (the file is rewritten through a temporary one), and
+    the file, if there, must be a regular file holding history lines."""
+    path = Path(path)
+    folder = path.parent
+    if not folder.is_dir():
+        raise UserError(f"{path}: cannot write the history file: folder {folder} not found")
+    if path.exists():
+        if not path.is_file():
+            raise UserError(f"{path}: the history file is not a regular file")
+        entries, problems = read_history(path)
+        if problems and not entries:
+            raise UserError(f"{path}: not a speedstats history file (JSON Lines): {problems[0]}")
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the history file in {folder}: {exc.strerror}") from None
 
 
 def _entry(text, number, where):

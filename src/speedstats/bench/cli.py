@@ -107,7 +107,7 @@ def check_frameworks_installed(families=("oneflow", "pytorch")):
 
 def run_command(args):
     from speedstats.bench.dataset import ensure_imagefolder
-    from speedstats.bench.runner import SuiteRunner
+    from speedstats.bench.runner import RunCancelled, SuiteRunner
     from speedstats.gpuinfo import device_name
     from speedstats.lock import device_lock
     from speedstats.suite import load_suite
@@ -124,6 +124,10 @@ def run_command(args):
             case.rounds = args.rounds
     device = resolve_device(args.device)
     bundle_identity = bundle_identity_or_fail(args.bundle)
+    if args.history:
+        from speedstats.analysis.history import check_history_file
+
+        check_history_file(args.history)
     out = Path(args.out)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
@@ -133,20 +137,39 @@ def run_command(args):
 
     # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.
     builds = prepare_builds(requests, cache / "builds", progress=progress)
-    # A cancelled job gets SIGTERM: unwind like Ctrl-C, so the runner kills its workers (they run in
-    # sessions of their own and would otherwise keep the GPU busy).
-    signal.signal(signal.SIGTERM, _terminate)
-    with device_lock(device, lock_timeout):
-        dataset_dir = None
-        if any(c.kind == "swin_dataloader" for c in suite.cases):
-            cache = Path(suite.dataset.cache_dir or cache)
-            progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
-            dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
-        runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
-                             gpu_name=device_name(device), builds=builds, contenders=contenders,
-                             confirm=suite.confirm and not args.no_confirm)
-        results = runner.run()
+    # A cancelled job gets SIGINT, then SIGTERM: unwind like Ctrl-C, so the runner kills its workers
+    # (in sessions of their own, the signal does not reach them) and marks its results cancelled.
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with device_lock(device, lock_timeout):
+            dataset_dir = None
+            if any(c.kind == "swin_dataloader" for c in suite.cases):
+                cache = Path(suite.dataset.cache_dir or cache)
+                progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
+                dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
+            runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
+                                 gpu_name=device_name(device), builds=builds, contenders=contenders,
+                                 confirm=suite.confirm and not args.no_confirm)
+            try:
+                results = runner.run()
+            except RunCancelled as exc:
+                write_cancelled_comment(exc.results, suite, out, args)
+                raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return report(results, suite, out, args, bundle_identity)
+
+
+def write_cancelled_comment(results, suite, out, args):
+    """comment.md of a cancelled run: the cases it finished and a line saying it was cancelled."""
+    from speedstats.fsutil import write_atomic
+    from speedstats.render import render_speed_stats
+
+    comment_path = out / "comment.md"
+    write_atomic(comment_path, render_speed_stats(results, suite, templates_dir=args.templates).body)
+    _progress(f"speedstats: cancelled after {len(results.cases)} of {len(suite.cases)} cases; "
+              f"wrote {out / 'results.json'} and {comment_path}")
 
 
 def build_requests(suite, args):
@@ -229,6 +252,9 @@ def report(results, suite, out, args, bundle_identity=None):
 
 
 def _terminate(signum, frame):
+    # Once: a second signal must not cut short the killing of the workers and the cancel marking.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 

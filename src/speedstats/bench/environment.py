@@ -14,6 +14,9 @@ from pathlib import Path
 import speedstats
 
 VERSIONED_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
+# Credentials a benchmark worker never needs: whatever the measured code does, it cannot use them.
+SECRET_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "INPUT_TOKEN", "ACTIONS_RUNTIME_TOKEN",
+                    "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
 _CU11_LIBRARIES = ("cudnn", "cublas")
 
 
@@ -33,6 +36,8 @@ def nvidia_library_dirs():
 
 def subprocess_env(framework, base=None):
     env = dict(os.environ if base is None else base)
+    for name in SECRET_VARIABLES:
+        env.pop(name, None)
     src = str(Path(speedstats.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -27,15 +27,17 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from speedstats import verdict as verdicts
 from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
-from speedstats.bench import shm
+from speedstats.bench import processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.fsutil import write_atomic
+from speedstats.lock import held_lock_fds
 from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
 
 POLL_S = 0.005
@@ -44,6 +46,7 @@ FAMILY = {"oneflow": "oneflow", BASE: "oneflow", "pytorch": "pytorch"}
 # With a baseline, a case needs rounds for an interval: its timed iterations are split into this
 # many rounds (not multiplied), unless the suite asks for more.
 BASELINE_ROUNDS = 5
+_started_workers = set()  # started and not yet killed, for SuiteRunner.run to sweep up
 
 
 def now_iso():
@@ -52,6 +55,14 @@ def now_iso():
 
 class WorkerFailed(Exception):
     pass
+
+
+class RunCancelled(KeyboardInterrupt):
+    """The run was stopped by a signal; `results` holds the cases it finished, marked cancelled."""
+
+    def __init__(self, results):
+        super().__init__("cancelled")
+        self.results = results
 
 
 def _free_port():
@@ -89,6 +100,7 @@ class Worker:
         self.control = Path(control_dir)
         self.deadline = deadline
         self.proc = None
+        self.tag = uuid.uuid4().hex  # in the environment of each of its processes, see kill()
         if self.control.exists():
             shutil.rmtree(self.control)
         self.control.mkdir(parents=True)
@@ -109,20 +121,28 @@ class Worker:
             return [sys.executable] + worker
         port = str(_free_port())
         n = str(self.case.world_size)
+        # Through our wrapper, so that the launcher dies with the runner and passes on the device lock.
+        wrapper = ["-m", "speedstats.bench.launch", str(self.control)]
         if self.framework == "pytorch":
-            launcher = ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", n,
+            launcher = ["torch.distributed.run", "--nnodes", "1", "--nproc_per_node", n,
                         "--master_addr", "127.0.0.1", "--master_port", port]
         else:
-            launcher = ["-m", "oneflow.distributed.launch", "--nproc_per_node", n,
+            launcher = ["oneflow.distributed.launch", "--nproc_per_node", n,
                         "--master_addr", "127.0.0.1", "--master_port", port]
-        return [sys.executable] + launcher + worker
+        return [sys.executable] + wrapper + launcher + worker
 
     def start(self):
+        processes.become_subreaper()
+        lock_fds = held_lock_fds()
+        env = self.env()
+        env.update({processes.TAG_VARIABLE: self.tag, processes.PARENT_VARIABLE: str(os.getpid()),
+                    processes.LOCK_FDS_VARIABLE: ",".join(map(str, lock_fds))})
+        _started_workers.add(self)
         with open(self.log_path, "wb") as log:
-            # A session of its own, so a timeout kills the launcher and every rank together.
+            # A session of its own: a Ctrl-C on the terminal reaches only the runner, which kills it.
             self.proc = subprocess.Popen(
-                self.command(), cwd=self.control, env=self.env(),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                self.command(), cwd=self.control, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=lock_fds,
             )
 
     def env(self):
@@ -130,7 +150,9 @@ class Worker:
         return self.build.worker_env(env) if self.build is not None else env
 
     def _processes(self):
-        return process_tree(self.proc.pid) if self.proc is not None and self.proc.poll() is None else []
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        return sorted(processes.members(self.proc.pid, self.tag))
 
     def pause(self):
         """Stop every process of this worker (SIGSTOP) while another contender's round is timed."""
@@ -180,16 +202,21 @@ class Worker:
         try:
             self.proc.wait(timeout=max(1.0, min(60.0, self.deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            self.kill()  # figures are in; a launcher slow to tear down must not hold the run
+            pass  # figures are in; a launcher slow to tear down must not hold the run
+        self.kill()
         return done
 
     def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+        """SIGKILL every process of this worker (launcher, ranks, their children) and wait until they
+        are gone. Safe to call again, and after the worker exited (it sweeps up what it left)."""
+        # Also without self.proc: a signal may have cut start() short after the process began.
+        if not processes.kill_tree(self.proc, self.tag):
+            _started_workers.discard(self)
+
+
+def kill_started_workers():
+    for worker in list(_started_workers):
+        worker.kill()
 
 
 def _signal(pid, signum):
@@ -197,27 +224,6 @@ def _signal(pid, signum):
         os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def process_tree(root):
-    """root and all its descendants, parents first, from /proc (ranks may run in sessions of their own)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop(0)
-        tree.append(pid)
-        todo.extend(children.get(pid, []))
-    return tree
 
 
 class CaseRun:
@@ -334,11 +340,21 @@ class SuiteRunner:
                                   for role in self.contenders if role in self.builds})
         results_path = self.out_dir / "results.json"
         total = len(self.suite.cases)
-        for index, case in enumerate(self.suite.cases, 1):
-            self.progress(f"[{index}/{total}] {case_label(case)}")
-            results.cases.append(self.run_case(case, f"[{index}/{total}]"))
+        try:
+            for index, case in enumerate(self.suite.cases, 1):
+                self.progress(f"[{index}/{total}] {case_label(case)}")
+                try:
+                    results.cases.append(self.run_case(case, f"[{index}/{total}]"))
+                finally:
+                    kill_started_workers()  # nothing of a case outlives it
+                results.finished_at = now_iso()
+                write_atomic(results_path, results.to_json())
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.bench.cli)
+            kill_started_workers()  # again: the signal may have cut the sweep above short
+            results.cancelled = True
             results.finished_at = now_iso()
             write_atomic(results_path, results.to_json())
+            raise RunCancelled(results) from None
         return results
 
     def run_case(self, case, prefix):

@@ -10,11 +10,15 @@ started by a launcher (which owns the ranks' stdin and stdout) is steered the sa
     worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
     worker (rank 0) writes done.json       after the last round: peak memory
     any rank writes    error-RANK.json     on failure, then exits non-zero
+    every rank writes  pid-RANK            its process id, first thing
+
+Each rank is SIGKILLed by the kernel when its parent (the runner or the DDP launcher) exits.
 
 Only this module imports torch or oneflow, and only the one framework its spec names.
 """
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -23,6 +27,7 @@ import time
 import traceback
 from pathlib import Path
 
+from speedstats.bench import processes
 from speedstats.text import one_line
 
 POLL_S = 0.005
@@ -108,7 +113,8 @@ class TorchFramework(Framework):
         sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=num_samples,
                                                  generator=generator)
         return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler,
-                                           num_workers=num_workers, drop_last=True)
+                                           num_workers=num_workers, drop_last=True,
+                                           worker_init_fn=loader_worker_init())
 
     def peak_memory(self):
         if self.cuda:
@@ -171,7 +177,8 @@ class OneFlowFramework(Framework):
         sampler = flow.utils.data.RandomSampler(dataset, replacement=True, num_samples=num_samples,
                                                 generator=generator)
         return flow.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler,
-                                          num_workers=num_workers, drop_last=True)
+                                          num_workers=num_workers, drop_last=True,
+                                          worker_init_fn=loader_worker_init())
 
     def peak_memory(self):
         if self.cuda:
@@ -184,6 +191,15 @@ class OneFlowFramework(Framework):
 
 
 FRAMEWORK_CLASSES = {"pytorch": TorchFramework, "oneflow": OneFlowFramework}
+
+
+def _die_with(parent, worker_id):
+    processes.die_with_parent(parent)
+
+
+def loader_worker_init():
+    """A DataLoader worker_init_fn: each loader process is SIGKILLed when this process exits."""
+    return functools.partial(_die_with, os.getpid())
 
 
 def swin_transform(create_transform, input_size):
@@ -279,10 +295,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="speedstats.bench.worker")
     parser.add_argument("--control", required=True, type=Path)
     args, _ = parser.parse_known_args(argv)
+    processes.die_with_parent()
     control = args.control
+    rank = int(os.environ.get("RANK", "0"))
+    (control / f"pid-{rank}").write_text(str(os.getpid()), encoding="utf-8")
     spec = json.loads((control / "spec.json").read_text(encoding="utf-8"))
     deadline = time.monotonic() + float(spec["timeout_s"])
-    rank = int(os.environ.get("RANK", "0"))
     fw = None
     try:
         setup_start = time.perf_counter()

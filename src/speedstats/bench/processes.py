@@ -1,0 +1,132 @@
+"""Every process a case starts dies with the case and with the run (Linux).
+
+Three mechanisms, each covering what the others cannot:
+
+- The runner is a child subreaper: a process of ours whose parent dies is re-parented to the runner,
+  never to init, so nothing can leave its tree. `kill_tree` then finds a worker's processes by
+  walking /proc for the descendants of its first process *and* for every process carrying its tag
+  in the environment (torch.distributed.run starts each rank in a session of its own, so a process
+  group or session kill misses them; once the launcher is dead they are no longer its descendants),
+  SIGKILLs them all, reaps what was re-parented to us and waits until none is left.
+- Every process we start asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG): the worker at
+  start-up, the DDP launchers through `speedstats.bench.launch`. SIGKILL of the runner thus takes
+  the launchers down, and they their ranks.
+- The device lock's open file is inherited by every worker process (see speedstats.lock), so the
+  kernel keeps the device locked until the last of them has exited, whatever killed the runner.
+"""
+
+import ctypes
+import os
+import signal
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+TAG_VARIABLE = "SPEEDSTATS_WORKER_TAG"
+PARENT_VARIABLE = "SPEEDSTATS_PARENT_PID"
+LOCK_FDS_VARIABLE = "SPEEDSTATS_LOCK_FDS"
+KILL_WAIT_S = 30.0
+_POLL_S = 0.01
+
+
+def _prctl(option, value):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
+
+
+def become_subreaper():
+    """Orphans among our descendants are re-parented to this process (and reaped by kill_tree)."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(expected_parent=None):
+    """SIGKILL this process when its parent exits; exit at once if the parent is already gone."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if expected_parent is None:
+        expected_parent = os.environ.get(PARENT_VARIABLE)
+    if expected_parent and os.getppid() != int(expected_parent):
+        os._exit(1)  # the parent died before PR_SET_PDEATHSIG took effect
+
+
+def _stat(pid):
+    """(parent pid, state letter, start time) of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(b")") + 2:].split()
+    return int(fields[1]), fields[0].decode(), int(fields[19])
+
+
+def _has_tag(pid, tag):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return False
+    return f"{TAG_VARIABLE}={tag}".encode() in environ.split(b"\0")
+
+
+def _all_pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def members(root_pid, tag, known=None):
+    """{pid: (parent pid, state, start time)} of the root, every process carrying tag, the processes
+    of `known` ({pid: start time}) that still exist (one that is exiting has no environment left to read),
+    and all their descendants."""
+    table = {}
+    for pid in _all_pids():
+        stat = _stat(pid)
+        if stat is not None:
+            table[pid] = stat
+    me = os.getpid()
+    seeds = [pid for pid, started in (known or {}).items() if pid in table and table[pid][2] == started]
+    if root_pid in table:
+        seeds.append(root_pid)
+    if tag:
+        seeds.extend(pid for pid in table if pid != me and _has_tag(pid, tag))
+    children = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found = set()
+    while seeds:
+        pid = seeds.pop()
+        if pid not in found:
+            found.add(pid)
+            seeds.extend(children.get(pid, ()))
+    return {pid: table[pid] for pid in found}
+
+
+def kill_tree(popen, tag, wait_s=KILL_WAIT_S):
+    """SIGKILL a worker's process, all its descendants and all processes with its tag; reap those
+    that are our children and wait until none is left (at most wait_s). Returns the pids still there."""
+    me = os.getpid()
+    deadline = time.monotonic() + wait_s
+    known = {}
+    while True:
+        # A process that has exited (zombie) and is ours is reaped; one that is someone else's
+        # child waits for that parent, which is being killed, to hand it over to us.
+        if popen is not None:
+            popen.poll()
+        left = members(popen.pid if popen is not None and popen.returncode is None else -1, tag, known)
+        known.update((pid, stat[2]) for pid, stat in left.items())
+        for pid, (ppid, state, _) in left.items():
+            if state != "Z":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            elif ppid == me and (popen is None or pid != popen.pid):
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+        if popen is not None:
+            popen.poll()
+        if not left or time.monotonic() > deadline:
+            return sorted(left)
+        time.sleep(_POLL_S)
