@@ -84,10 +84,14 @@ def test_every_case_kind_gets_real_figures_from_both_frameworks(tiny_run):
 
 def test_rounds_alternate_between_the_frameworks(tiny_run):
     _, out, _, _ = tiny_run
+    from speedstats.bench.runner import round_order
+
     work = out / "workers" / "resnet50-bs2"
+    frameworks = ["oneflow", "pytorch"]
     rounds = [json.loads((work / fw / f"round-{k}.json").read_text())
-              for k in (0, 1) for fw in ("oneflow", "pytorch")]
-    # OneFlow round 1, PyTorch round 1, OneFlow round 2, PyTorch round 2: never overlapping
+              for k in (0, 1) for fw in round_order(frameworks, k)]
+    # OneFlow round 1, PyTorch round 1, then PyTorch round 2, OneFlow round 2: never overlapping
+    assert [round_order(frameworks, k) for k in (0, 1)] == [frameworks, frameworks[::-1]]
     for earlier, later in zip(rounds, rounds[1:]):
         assert earlier["ended_unix"] <= later["started_unix"]
 
@@ -183,8 +187,9 @@ def test_an_interrupted_run_leaves_no_worker_behind_and_says_it_was_cancelled(tm
             os.kill(pid, 0)
     results = results_model.load(out / "results.json")
     assert results.cancelled is True and results.cases == []
-    assert (out / "comment.md").read_text(encoding="utf-8").endswith(
-        "\n\n ❌ speed job cancelled before it measured any case\n ``` \n\n</details>")
+    block, builds = (out / "comment.md").read_text(encoding="utf-8").split("\n\n</details>\n\n")
+    assert block.endswith("\n\n ❌ speed job cancelled before it measured any case\n ``` ")
+    assert builds.startswith("Builds: OneFlow 0.9.0 (git ")
     assert proc.stdout.read() == ""
 
 
