@@ -13,6 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# What the commands exit with; only EXIT_VERDICT_FAILED is ever forgiven, by `fail-on-regression:
+# false`. Every other status but 0 (bad input, a case without figures, device busy, GitHub
+# unreachable, internal error) fails the step.
+from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED
+
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
@@ -36,9 +41,6 @@ DEFAULTS = {
     "history": "",
 }
 
-# What the commands exit with (see `speedstats run --help`).
-EXIT_VERDICT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 
 class InputError(Exception):

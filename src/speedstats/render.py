@@ -9,7 +9,6 @@ UserError naming the template file and line. No framework is imported here.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,11 +185,7 @@ def render_automerge_removed(job, label="automerge", templates_dir=None):
 
 
 def write_stdout(text):
-    """Write text to stdout as UTF-8 whatever the locale, without adding a newline."""
-    stream = getattr(sys.stdout, "buffer", None)
-    if stream is None:
-        sys.stdout.write(text)
-    else:
-        sys.stdout.flush()
-        stream.write(text.encode("utf-8"))
-    sys.stdout.flush()
+    """Write text to stdout as UTF-8 (see speedstats.fsutil.write_stdout)."""
+    from speedstats.fsutil import write_stdout as write
+
+    write(text)

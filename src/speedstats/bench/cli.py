@@ -5,9 +5,8 @@ import signal
 import sys
 from pathlib import Path
 
-from speedstats.errors import UserError
+from speedstats.errors import EXIT_CASE_FAILED, EXIT_VERDICT_FAILED, UserError
 
-EXIT_CASE_FAILED = 3
 BENCHMARK_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
 
 
@@ -91,7 +90,7 @@ def run_command(args):
             case.rounds = args.rounds
     device = resolve_device(args.device)
     bundle_identity = bundle_identity_or_fail(args.bundle)
-    out = Path(args.out)
+    out = check_outputs(args)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
     lock_timeout = suite.lock_timeout_s if args.lock_timeout is None else args.lock_timeout
@@ -109,6 +108,18 @@ def run_command(args):
                              gpu_name=device_name(device))
         results = runner.run()
     return report(results, suite, out, args, bundle_identity)
+
+
+def check_outputs(args):
+    """The output folder, made now, and its files checked, so a bad --out fails before measuring."""
+    from speedstats.fsutil import check_output_file, ensure_dir
+
+    out = ensure_dir(Path(args.out), "--out folder")
+    for name in ("results.json", "comment.md"):
+        check_output_file(out / name, name)
+    if args.bundle:
+        ensure_dir(Path(args.bundle), "--bundle folder")
+    return out
 
 
 def bundle_identity_or_fail(bundle_dir):
@@ -135,8 +146,12 @@ def report(results, suite, out, args, bundle_identity=None):
     comment_path = out / "comment.md"
     write_atomic(comment_path, rendered.body)
     if not args.quiet:
-        sys.stdout.write(rendered.body + "\n")
-        sys.stdout.flush()
+        from speedstats.fsutil import write_stdout
+
+        try:
+            write_stdout(rendered.body + "\n")
+        except (UserError, BrokenPipeError):  # the comment is in comment.md; the verdict still counts
+            _progress("speedstats: stdout is closed; the comment is only in " + str(comment_path))
     results_path = out / "results.json"
     set_output("verdict", "pass" if rendered.passed else "fail")
     set_output("score", str(rendered.score))
@@ -156,7 +171,7 @@ def report(results, suite, out, args, bundle_identity=None):
               + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
     if failed:
         return EXIT_CASE_FAILED
-    return 0 if rendered.passed else 1
+    return 0 if rendered.passed else EXIT_VERDICT_FAILED
 
 
 def _terminate(signum, frame):

@@ -7,7 +7,7 @@ runs, so `speedstats --help` stays quick.
 
 import sys
 
-from speedstats.errors import UserError
+from speedstats.errors import SpeedstatsError, UserError
 from speedstats.fsutil import read_text
 from speedstats.github import context
 from speedstats.github.markers import DOCS_PREVIEW, SPEED_STATS
@@ -108,17 +108,14 @@ def report_read_only(target, body, what):
 
 
 def guarded(run, client):
-    """Run a command body; unexpected errors come out with the token redacted."""
+    """Run a command body; its errors keep their exit status and lose the token. (Anything else is a
+    bug, which the CLI reports as an internal error, the token redacted there too.)"""
     try:
         return run()
-    except UserError as exc:
+    except SpeedstatsError as exc:
         if client is not None:
-            raise UserError(client.redact(exc)) from None
+            raise type(exc)(client.redact(exc)) from None
         raise
-    except Exception as exc:  # noqa: BLE001 - a bug or an odd failure: say what, never the token
-        text = f"{type(exc).__name__}: {exc}"
-        print("speedstats: error: " + (client.redact(text) if client is not None else text), file=sys.stderr)
-        return 1
 
 
 def emit_comment_url(outcome):
