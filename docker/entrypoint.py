@@ -29,6 +29,7 @@ DEFAULTS = {
     "device": "cuda",
     "out": "speedstats-out",
     "comment-mode": "update",
+    "author": "",
     "body-file": "",
     "pr": "",
     "docs-base-url": "",
@@ -84,7 +85,8 @@ def run_argv(inputs):
 
 
 def comment_argv(inputs, body_file):
-    return ["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
+    return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
+            + _optional("--author", inputs["author"]))
 
 
 def plan(inputs):
@@ -105,7 +107,7 @@ def plan(inputs):
         if not inputs["docs-base-url"]:
             raise InputError("input 'docs-base-url': needed by command 'docs-preview'")
         return [["docs-preview", "--base-url", inputs["docs-base-url"], "--mode", inputs["comment-mode"]]
-                + _optional("--pr", inputs["pr"])]
+                + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"])]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]

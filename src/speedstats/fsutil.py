@@ -30,6 +30,8 @@ def ensure_dir(path, what="output folder"):
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise UserError(f"{path}: {what} is not a folder") from None
+    except NotADirectoryError:
+        raise UserError(f"{path}: cannot create the {what}: a part of the path is a file") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot create the {what}: {_why(exc)}") from None
     if not path.is_dir():

@@ -46,7 +46,9 @@ def register(subparsers, mode_option):
     p.add_argument("--automerge-label", default="automerge", metavar="LABEL",
                    help="label the guard removes (default: automerge)")
     p.add_argument("--repo", metavar="OWNER/NAME", help="repository (default: $GITHUB_REPOSITORY)")
-    p.add_argument("--author", metavar="LOGIN", help="only treat comments by this login as the bot's")
+    from speedstats.github.cli import AUTHOR_HELP
+
+    p.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
     p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN, then $INPUT_TOKEN)")
     p.add_argument("--api-url", metavar="URL",
                    help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")

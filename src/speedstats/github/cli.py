@@ -13,6 +13,9 @@ from speedstats.github import context
 from speedstats.github.markers import DOCS_PREVIEW, SPEED_STATS
 
 FORKS_DOC = "docs/forks.md"
+AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own login from GET /user; "
+               "github-actions[bot] when the token cannot read it, as GITHUB_TOKEN cannot). Give it for a "
+               "GitHub App's installation token, e.g. my-app[bot]. A marker on anyone else's comment is ignored")
 
 
 def _common(parser, author=True):
@@ -28,9 +31,7 @@ def _common(parser, author=True):
                         help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
     parser.add_argument("--dry-run", action="store_true", help="print what would be sent; write nothing")
     if author:
-        parser.add_argument("--author", metavar="LOGIN",
-                            help="only treat comments by this login as the bot's (default: any comment "
-                                 "carrying the bot's marker)")
+        parser.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
 
 
 def _mode(parser, default="update"):
@@ -132,8 +133,13 @@ def post_kind(args, target, client, kind, body, emit_url=True):
     if client is not None and target.head_sha is None and kind == SPEED_STATS:
         target.head_sha = client.pull(target)[0]
     api_url = context.resolve_api_url(args.api_url)
+    author = getattr(args, "author", None)
+    if author is not None and not author.strip():
+        raise UserError("--author: must not be empty")
+    if client is not None and not author:
+        author = client.login()
     try:
-        outcome = post_comment(client, target, kind, body, mode=args.mode, author=getattr(args, "author", None),
+        outcome = post_comment(client, target, kind, body, mode=args.mode, author=author,
                                dry_run=args.dry_run, api_url=api_url)
     except ReadOnlyToken:
         return report_read_only(target, body, "post the comment")
