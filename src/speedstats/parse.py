@@ -60,8 +60,10 @@ _SWIN = re.compile(
 _RELATIVE = re.compile(
     rf"^Relative speed: (?P<ratio>{_NUMBER}) \(= (?P<pt>{_NUMBER})(?P<unit>ms|s) / (?P<of>{_NUMBER})(?P=unit)\)$"
 )
-_FAILED_RESNET = re.compile(r"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size=(?P<ws>\d+))?: (?P<error>.+)$")
-_FAILED_SWIN = re.compile(r"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+): (?P<error>.+)$")
+_NAMED = r"(?: \(case (?P<id>[^()]+?)\))?"  # a case whose id is not the usual one for its sizes
+_FAILED_RESNET = re.compile(
+    rf"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size=(?P<ws>\d+))?{_NAMED}: (?P<error>.+)$")
+_FAILED_SWIN = re.compile(rf"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+){_NAMED}: (?P<error>.+)$")
 _RUN_FAILED = re.compile(r"^speed job failed: (?P<error>.+)$")
 _NO_RESULTS = re.compile(r"^speed job produced no results$")
 # What a stats line starts with; such a line must parse in full, and a line that is only the start of
@@ -232,7 +234,7 @@ class _Parser:
         if match:
             batch, ddp = int(match.group("batch")), match.group("ws") is not None
             world_size = int(match.group("ws")) if ddp else 1
-            case_id = case_id_for("resnet50", batch, ddp=ddp, world_size=world_size)
+            case_id = match.group("id") or case_id_for("resnet50", batch, ddp=ddp, world_size=world_size)
             block.cases.append(CaseResult(
                 id=case_id, kind="resnet50", batch_size=batch, times=_default_times(case_id),
                 input_shape=[batch, 3, 224, 224], ddp=ddp, world_size=world_size, error=match.group("error"),
@@ -241,7 +243,8 @@ class _Parser:
         match = _FAILED_SWIN.match(text)
         if match:
             workers = int(match.group("workers"))
-            case_id = case_id_for("swin_dataloader", int(match.group("batch")), num_workers=workers)
+            case_id = match.group("id") or case_id_for("swin_dataloader", int(match.group("batch")),
+                                                       num_workers=workers)
             block.cases.append(CaseResult(
                 id=case_id, kind="swin_dataloader", batch_size=int(match.group("batch")),
                 times=_default_times(case_id), num_workers=workers, error=match.group("error"),

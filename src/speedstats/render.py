@@ -17,10 +17,13 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
+from speedstats.text import fence_safe
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
+GPU_NAME_LIMIT = 200
+CASE_ID_LIMIT = 100
 
 
 @dataclass
@@ -61,6 +64,7 @@ class CaseView:
     marks: dict[str, str]
     score: int
     failure: str | None
+    named: bool = False  # the id is not the one parse would give these figures: a failed line shows it
 
 
 def environment(templates_dir=None):
@@ -130,9 +134,21 @@ def _framework_view(fw):
     )
 
 
+def _standard_id(case):
+    from speedstats.parse import case_id_for
+
+    try:
+        return case_id_for(case.kind, case.batch_size, ddp=case.ddp, num_workers=case.num_workers,
+                           world_size=case.world_size)
+    except ValueError:
+        return None
+
+
 def case_view(case, case_verdict):
+    """What the templates see of a case; its free text (id, error) already made safe for the fence."""
+    case_id = fence_safe(case.id, CASE_ID_LIMIT)
     return CaseView(
-        id=case.id,
+        id=case_id,
         kind=case.kind,
         batch_size=case.batch_size,
         times=case.times,
@@ -145,7 +161,8 @@ def case_view(case, case_verdict):
         relative_speed=case.relative_speed,
         marks=dict(case_verdict.marks),
         score=case_verdict.score,
-        failure=case_verdict.failure,
+        failure=fence_safe(case_verdict.failure, verdicts.ERROR_TEXT_LIMIT) if case_verdict.failure else None,
+        named=case.id != _standard_id(case),
     )
 
 
@@ -158,9 +175,9 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
         show_memory = bool(getattr(suite, "show_memory", False))
     verdict = verdicts.judge(results, suite)
     context = {
-        "gpu_name": results.gpu_name,
+        "gpu_name": fence_safe(results.gpu_name, GPU_NAME_LIMIT),
         "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
-        "error": verdict.error,
+        "error": fence_safe(verdict.error, verdicts.ERROR_TEXT_LIMIT) if verdict.error else None,
         "passed": verdict.passed,
         "score": verdict.score,
         "results": results,
