@@ -25,6 +25,7 @@ RESULTS = json.dumps({
                               "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
 })
 BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: Some CPU \n\n from the bundle\n ``` \n\n</details>"
+RENDERED = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke")).body
 WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
 
 
@@ -67,7 +68,7 @@ def test_a_forks_bundle_is_posted_on_its_pull_request(gh, tmp_path):
     result = post(gh, tmp_path, "--docs-base-url", "https://staging.oneflow.info", "--automerge-job", "speed-stats")
     assert result.rc == 0, result.err
     assert bodies(gh) == [
-        BODY + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
+        RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
         "View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- speedstats:docs-preview -->",
         ("CI failed when running job: speed-stats. PR label automerge has been removed"
         f"\n\n<!-- speedstats:automerge-removed job=speed-stats head={SHA} run={RUN} -->"),
@@ -85,7 +86,7 @@ def test_a_same_repository_run_names_its_pull_request(gh, tmp_path):
     gh.add_artifact(REPO, RUN, "speedstats-bundle", bundle_zip(tmp_path))
     result = post(gh, tmp_path, "--run-id", RUN, event=False)
     assert result.rc == 0, result.err
-    assert bodies(gh) == [BODY + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
+    assert bodies(gh) == [RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
 
 
 def test_a_bundle_without_a_body_is_rendered_from_its_results(gh, tmp_path):
@@ -97,12 +98,21 @@ def test_a_bundle_without_a_body_is_rendered_from_its_results(gh, tmp_path):
     assert "OneFlow resnet50 time: 100.0ms" in expected
 
 
-def test_rerender_ignores_the_forks_text(gh, tmp_path):
+@pytest.mark.parametrize("flags", [[], ["--rerender"]])
+def test_the_forks_text_is_ignored_unless_verbatim_is_asked_for(gh, tmp_path, flags):
     fork_setup(gh, tmp_path, body="@everyone free money at https://example.invalid")
-    result = post(gh, tmp_path, "--rerender")
+    result = post(gh, tmp_path, *flags)
     assert result.rc == 0, result.err
-    (body,) = bodies(gh)
-    assert "free money" not in body and "OneFlow resnet50 time: 100.0ms" in body
+    assert bodies(gh) == [RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
+
+
+def test_verbatim_posts_the_forks_comment_md_as_it_is(gh, tmp_path):
+    fork_setup(gh, tmp_path)
+    result = post(gh, tmp_path, "--verbatim")
+    assert result.rc == 0, result.err
+    assert bodies(gh) == [BODY + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
+    both = post(gh, tmp_path, "--verbatim", "--rerender")
+    assert both.rc == 2 and "not allowed with argument" in both.err
 
 
 def test_a_bundle_naming_another_pull_request_is_refused(gh, tmp_path):
@@ -200,7 +210,7 @@ def test_dry_run_checks_the_bundle_and_writes_nothing(gh, tmp_path):
     result = post(gh, tmp_path, "--dry-run", "--automerge-job", "speed-stats")
     assert result.rc == 0, result.err
     assert result.out.startswith(f"speedstats: dry run, nothing is sent\nPOST {gh.url}/repos/o/r/issues/7/comments\n\n"
-                                 + BODY)
+                                 + RENDERED)
     assert f"DELETE {gh.url}/repos/o/r/issues/7/labels/automerge" in result.out
     assert [r.method for r in gh.requests if r.method != "GET"] == []
 
