@@ -81,7 +81,7 @@ def test_a_bad_token_is_a_clear_error(gh, tmp_path, body_file):
     result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path, token="ghs_wrong"))
     assert result.rc == 2
     assert result.err.splitlines()[-1] == (
-        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on list comments of o/r#7")
+        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on find the token's login (GET /user)")
 
 
 def test_a_missing_pull_request_is_a_clear_error(gh, tmp_path, body_file):

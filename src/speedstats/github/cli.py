@@ -136,7 +136,7 @@ def post_kind(args, target, client, kind, body, emit_url=True):
     author = getattr(args, "author", None)
     if author is not None and not author.strip():
         raise UserError("--author: must not be empty")
-    if client is not None and not author:
+    if client is not None and not author and args.mode == "update":  # a new comment needs no finding
         author = client.login()
     try:
         outcome = post_comment(client, target, kind, body, mode=args.mode, author=author,
