@@ -129,7 +129,7 @@ def bundle_from_files(read, where):
         raise UserError(f"{where}: no {MANIFEST_NAME} (not a speedstats bundle)")
     try:
         manifest = json.loads(_text(raw, MANIFEST_NAME, where))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise UserError(f"{where}: {MANIFEST_NAME} is not valid JSON: {exc}") from None
     if not isinstance(manifest, dict):
         raise UserError(f"{where}: {MANIFEST_NAME} must be a JSON object")

@@ -244,7 +244,7 @@ def case_from_dict(data, where):
     if kind == "resnet50" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
     check_count(case.batch_size, "batch_size", where)
-    check_count(case.times, "times", where)
+    check_count(case.times, "times", where, minimum=0 if case.error else 1)  # 0: unknown, for a failed case
     check_count(case.world_size, "world_size", where)
     if case.num_workers is not None:
         check_count(case.num_workers, "num_workers", where, minimum=0)

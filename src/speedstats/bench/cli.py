@@ -94,6 +94,8 @@ def run_command(args):
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
     lock_timeout = suite.lock_timeout_s if args.lock_timeout is None else args.lock_timeout
+    if not 0 <= lock_timeout < float("inf"):  # NaN fails this too
+        raise UserError(f"--lock-timeout: must be a finite number of seconds, not negative, got {lock_timeout}")
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
     # A cancelled job gets SIGTERM: unwind like Ctrl-C, so the runner kills its workers (they run in
     # sessions of their own and would otherwise keep the GPU busy).
