@@ -156,9 +156,8 @@ def check_framework(fw, kind, where):
     for key in ("total_s", "per_iter_s"):
         if getattr(fw, key) is not None:
             setattr(fw, key, check_seconds(getattr(fw, key), key, where))
-    if fw.peak_memory_bytes is not None:
-        if fw.peak_memory_bytes < 0:
-            raise UserError(f"{where}: field 'peak_memory_bytes' must not be negative, got {fw.peak_memory_bytes}")
+    if fw.peak_memory_bytes is not None and fw.peak_memory_bytes < 0:
+        raise UserError(f"{where}: field 'peak_memory_bytes' must not be negative, got {fw.peak_memory_bytes}")
     if None not in (fw.total_s, fw.per_iter_s, fw.times):
         expected = fw.total_s / fw.times
         tolerance = PRINTED_HALF_UNIT_S.get(kind, 0.0) * 1.001 + expected * 1e-9
