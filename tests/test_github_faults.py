@@ -156,3 +156,31 @@ def test_the_token_never_appears_in_output_or_logs(gh, tmp_path, body_file, capl
     assert any("/repos/o/r/issues/7/comments" in m and "Authorization" in m for m in pygithub_logs)
     assert any("127.0.0.1:9" in text for text in seen)  # the unreachable server was reported
     assert not [text for text in seen if TOKEN in text or TOKEN[:-1] in text]
+
+
+@pytest.mark.parametrize("data", [b'{"id": 1, "body": ', b"<html>proxy error</html>"])
+def test_a_malformed_answer_names_the_request(gh, tmp_path, body_file, data):
+    gh.answer_raw("GET", CREATE, data, times=99)
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
+    assert result.rc == 5, result.err
+    last = result.err.splitlines()[-1]
+    assert last.startswith(f"speedstats: error: GitHub API ({gh.url}): list comments of o/r#7: ")
+    assert "Traceback" not in result.err
+    assert gh.comments(REPO, 7) == []
+
+
+def test_a_dripping_answer_gives_up_within_the_deadlines(gh, tmp_path, body_file):
+    import time
+
+    gh.drip("GET", CREATE, interval_s=0.2, times=99)
+    env = env_for(gh, tmp_path, SPEEDSTATS_GITHUB_REQUEST_DEADLINE="1", SPEEDSTATS_GITHUB_DEADLINE="2.5")
+    started = time.monotonic()
+    result = run_speedstats(["comment", "--body-file", body_file], env, subprocess_=True, timeout=30)
+    elapsed = time.monotonic() - started
+    assert result.rc == 5, result.err
+    assert elapsed < 8, elapsed  # the deadline and a Python start-up; without it, this would never end
+    lines = result.err.splitlines()
+    assert lines[-1].startswith("speedstats: error: ") and "list comments of o/r#7" in lines[-1]
+    assert "no complete answer within 1s" in result.err
+    assert "Traceback" not in result.err
+    assert gh.comments(REPO, 7) == []

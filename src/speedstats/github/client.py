@@ -253,9 +253,15 @@ class GitHubClient:
             with _alarm(limit):
                 return fn()
         except _DeadlinePassed:
-            raise _Unreadable(f"no complete answer within {limit:g}s") from None
+            raise _Unreadable(f"no complete answer within {limit:.3g}s") from None
         except ValueError as exc:  # JSON that does not parse
             raise _Unreadable(f"GitHub's answer is not valid JSON ({one_line(exc, 120)})") from None
+        except (TypeError, KeyError, AttributeError, IndexError) as exc:
+            if not _raised_in_pygithub(exc):
+                raise
+            # PyGithub takes a body that is not JSON as {"data": text}, then trips over it
+            raise _Unreadable(f"GitHub's answer is not the JSON the API returns ({type(exc).__name__}: "
+                              f"{one_line(exc, 80)})") from None
 
     def _call(self, what, fn, on_retry: Callable[[], object] | None = None):
         """fn() with retries. on_retry runs before each retry; a non-None result ends the loop with it."""
@@ -432,6 +438,18 @@ class GitHubClient:
             return bytes(data)
 
         return self._call(what, fetch)
+
+
+def _raised_in_pygithub(exc):
+    import github
+
+    package = os.path.dirname(os.path.abspath(github.__file__)) + os.sep
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    return bool(frames) and os.path.abspath(frames[-1]).startswith(package)
 
 
 class _Unreadable(Exception):
