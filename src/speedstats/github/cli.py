@@ -183,8 +183,9 @@ def run_guard(args, target, client, job, label, status):
     from speedstats.github.post import automerge_guard, automerge_removed_text
 
     try:
+        author = getattr(args, "author", None) or (client.login() if client is not None else None)
         outcome = automerge_guard(client, target, job, label=label, status=status, dry_run=args.dry_run,
-                                  api_url=context.resolve_api_url(args.api_url))
+                                  api_url=context.resolve_api_url(args.api_url), author=author)
     except ReadOnlyToken:
         return report_read_only(target, automerge_removed_text(job, label), f"remove the {label!r} label")
     if outcome.action != "dry-run":

@@ -192,7 +192,7 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
 
 
 def automerge_guard(client, target, job, label="automerge", status="failure", dry_run=False, out=None,
-                    api_url=""):
+                    api_url="", author=None):
     """When the job failed and the pull request has the label: remove it, then say so once."""
     out = out or sys.stdout
     if status != "failure":
@@ -213,7 +213,7 @@ def automerge_guard(client, target, job, label="automerge", status="failure", dr
         return Outcome("dry-run", "dry run")
     if not client.remove_label(target, present[0]):
         return Outcome("skipped", f"{target}: the {label!r} label was removed by another run")
-    said = [c for c in client.list_comments(target) if c.body == full]
+    said = [c for c in client.list_comments(target) if c.body == full and _same_author(c, author)]
     if said:
         return Outcome("unchanged", f"{target}: removed label {label!r}; already said so", said[0])
     created = client.create_comment(target, full, lambda cs: next((c for c in cs if c.body == full), None))
