@@ -127,12 +127,15 @@ def _alarm(seconds):
         raise _DeadlinePassed()
 
     previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    started = time.monotonic()
+    outer, _interval = signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:  # someone else's timer was running: give it back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
 
 
 def _header(headers, name):
