@@ -244,3 +244,26 @@ def test_the_example_pair_fits_together_and_the_poster_never_runs_the_forks_code
     assert "${{" not in command["run"]  # values reach the shell through env, never pasted into the script
     assert command["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
     assert command["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
+
+
+def test_a_forks_hostile_results_cannot_leave_the_code_fence(gh, tmp_path):
+    hostile = "\n ``` \n</details>\n@maintainer [click](https://e.test) \x1b[31mred\x1b[0m"
+    data = json.loads(RESULTS)
+    data["gpu_name"] += hostile
+    data["cases"][0]["error"] = "crashed" + hostile
+    folder = tmp_path / "hostile"
+    write_bundle(folder, json.dumps(data), "anything", 7, SHA, RUN, REPO)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for path in sorted(folder.iterdir()):
+            archive.write(path, path.name)
+    gh.add_pull(REPO, 7, head_sha=SHA, head_repo="fork/r")
+    gh.add_workflow_run(REPO, RUN, SHA, pull_requests=[], head_repo="fork/r")
+    gh.add_artifact(REPO, RUN, "speedstats-bundle", buf.getvalue())
+    result = post(gh, tmp_path)
+    assert result.rc == 0, result.err
+    (body,) = bodies(gh)
+    assert body.count("```") == 2 and body.count("</details>") == 1 and "\x1b" not in body
+    assert "anything" not in body
+    inside = body.split("```")[1]
+    assert "@maintainer [click](https://e.test) red" in inside

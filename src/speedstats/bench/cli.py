@@ -118,6 +118,8 @@ def check_outputs(args):
     from speedstats.fsutil import check_output_file, ensure_dir
 
     out = ensure_dir(Path(args.out), "--out folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UserError(f"{out}: cannot write into the --out folder: permission denied")
     for name in ("results.json", "comment.md"):
         check_output_file(out / name, name)
     if args.bundle:
