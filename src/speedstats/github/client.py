@@ -217,7 +217,7 @@ class GitHubClient:
                 why = f"GitHub answered {status} secondary rate limit"
             if wait > self.policy.max_wait_s:
                 raise GitHubUnreachable(f"GitHub rate limit: asked to wait {wait:.0f}s, more than the "
-                                f"{self.policy.max_wait_s:.0f}s this command waits; try again later")
+                                        f"{self.policy.max_wait_s:.0f}s this command waits; try again later")
             return max(wait, self.policy.backoff(attempt)), why
         return None
 
