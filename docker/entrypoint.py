@@ -13,6 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# What the commands exit with; only EXIT_VERDICT_FAILED is ever forgiven, by `fail-on-regression:
+# false`. Every other status but 0 (bad input, a case without figures, device busy, GitHub
+# unreachable, internal error) fails the step.
+from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED
+
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
@@ -24,6 +29,7 @@ DEFAULTS = {
     "device": "cuda",
     "out": "speedstats-out",
     "comment-mode": "update",
+    "author": "",
     "body-file": "",
     "pr": "",
     "docs-base-url": "",
@@ -45,9 +51,6 @@ DEFAULTS = {
     "baseline-branch": "",
 }
 
-# What the commands exit with (see `speedstats run --help`).
-EXIT_VERDICT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 
 class InputError(Exception):
@@ -96,7 +99,8 @@ def run_argv(inputs):
 
 
 def comment_argv(inputs, body_file):
-    return ["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
+    return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
+            + _optional("--author", inputs["author"]))
 
 
 def fetch_baseline_argv(inputs):
@@ -124,7 +128,7 @@ def plan(inputs):
         if not inputs["docs-base-url"]:
             raise InputError("input 'docs-base-url': needed by command 'docs-preview'")
         return [["docs-preview", "--base-url", inputs["docs-base-url"], "--mode", inputs["comment-mode"]]
-                + _optional("--pr", inputs["pr"])]
+                + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"])]
     if command == "fetch-baseline":
         return [fetch_baseline_argv(inputs)]
     if not inputs["job"]:

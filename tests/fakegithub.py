@@ -10,6 +10,7 @@ It speaks the endpoints the bot uses, closely enough for PyGithub:
     GET    /repos/{o}/{r}/actions/runs/{id}            GET /repos/{o}/{r}/actions/runs/{id}/artifacts
     GET    /repos/{o}/{r}/actions/workflows/{wf}/runs  (filters branch, status, event; newest first)
     GET    /repos/{o}/{r}/actions/artifacts/{id}/zip   (302 to the storage server, which serves the zip)
+    GET    /user                                       (403 for an installation token, as GITHUB_TOKEN)
 
 Artifact downloads redirect, as GitHub's do, to blob storage on another host: a second loopback server
 (127.0.0.2 where it can bind, else another port) at gh.storage_url, serving /_blobs/{id}?sig=... with a
@@ -33,7 +34,8 @@ accessible by integration" that GitHub gives a fork's pull request on every writ
 Faults: fail() answers matching requests with a status (a 403 with retry_after is a secondary rate
 limit); with after=True the request takes effect first and then fails, like a 5xx behind which
 GitHub did store the comment. hold() makes the first N matching requests wait for each other, which
-forces two clients to interleave. Every request is recorded in `gh.requests`.
+forces two clients to interleave. answer_raw() answers given bytes (malformed JSON); drip() sends an
+answer one byte at a time. Every request is recorded in `gh.requests`.
 
 Helpers: actions_env(gh, token, repo, tmp_path, event=event_payload("pull_request", ...)) builds
 the environment of an Actions job aimed at the fake (waits scaled down); run_speedstats(argv, env)
@@ -51,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -70,6 +73,9 @@ class Token:
     login: str
     write: bool = True
     user_type: str = "Bot"
+    # GET /user: a person's token (or an app's user token) is told who it is; an installation token,
+    # GITHUB_TOKEN among them, gets 403 "Resource not accessible by integration".
+    answers_user: bool = False
 
 
 @dataclass
@@ -81,6 +87,8 @@ class Fault:
     after: bool
     headers: dict[str, str]
     message: str | None
+    raw: bytes | None = None  # answer these bytes as the body instead of an error
+    drip_s: float | None = None  # send the answer one byte every drip_s seconds
 
 
 @dataclass
@@ -197,9 +205,12 @@ class FakeGitHub:
 
     # -- setting up state ------------------------------------------------------------------------------
 
-    def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot"):
+    def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot", answers_user=None):
+        """answers_user: whether GET /user says who the token is (default: for a User's token only)."""
+        if answers_user is None:
+            answers_user = user_type != "Bot"
         with self._lock:
-            self._tokens[token] = Token(login=login, write=write, user_type=user_type)
+            self._tokens[token] = Token(login=login, write=write, user_type=user_type, answers_user=answers_user)
 
     def add_repo(self, repo):
         with self._lock:
@@ -273,6 +284,16 @@ class FakeGitHub:
         """
         with self._lock:
             self._faults.append(Fault(method.upper(), path, status, times, after, dict(headers or {}), message))
+
+    def answer_raw(self, method, path, data, status=200, times=1):
+        """Answer the next `times` matching requests with these bytes as a JSON body (e.g. malformed)."""
+        with self._lock:
+            self._faults.append(Fault(method.upper(), path, status, times, False, {}, None, raw=bytes(data)))
+
+    def drip(self, method, path, interval_s=0.5, times=1):
+        """Answer the next `times` matching requests normally, but one byte every interval_s seconds."""
+        with self._lock:
+            self._faults.append(Fault(method.upper(), path, 0, times, False, {}, None, drip_s=interval_s))
 
     def rate_limit(self, method, path, retry_after=1, times=1):
         """A secondary rate limit: 403 with Retry-After, as GitHub sends it."""
@@ -386,9 +407,14 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             (fake.storage_requests if self.storage else fake.requests).append(record)
         fake._wait_at_hold(method, path)
+        drip_s = None
         with fake._lock:
             fault = fake._take_fault(method, path)
+            if fault is not None and fault.drip_s is not None:
+                drip_s, fault = fault.drip_s, None
             try:
+                if fault is not None and fault.raw is not None:
+                    raise _Reply(fault.status, raw=fault.raw, headers={"Content-Type": "application/json"})
                 if fault is not None and not fault.after:
                     raise self._fault_reply(fault)
                 reply = self._dispatch(method, path, record)
@@ -397,7 +423,25 @@ class _Handler(BaseHTTPRequestHandler):
             except _Reply as exc:
                 reply = exc
             record.status = reply.status
-        self._send(reply)
+        if drip_s is None:
+            self._send(reply)
+        else:
+            self._drip(reply, drip_s)
+
+    def _drip(self, reply, interval_s):
+        real, buffer = self.wfile, io.BytesIO()
+        self.wfile = buffer
+        try:
+            self._send(reply)
+        finally:
+            self.wfile = real
+        try:
+            for i in range(len(buffer.getvalue())):
+                real.write(buffer.getvalue()[i:i + 1])
+                real.flush()
+                time.sleep(interval_s)
+        except OSError:  # the client gave up
+            self.close_connection = True
 
     @staticmethod
     def _fault_reply(fault):
@@ -431,7 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, reply):
         if reply.raw is not None:
-            data, content_type = reply.raw, "application/zip"
+            data, content_type = reply.raw, reply.headers.pop("Content-Type", "application/zip")
         elif reply.payload is None:
             data, content_type = b"", None
         else:
@@ -550,6 +594,13 @@ def _check_body(payload):
 
 
 _REPO = r"/repos/(?P<repo>[^/]+/[^/]+)"
+
+
+@_route("GET", "/user")
+def _get_user(h, token, record):
+    if not token.answers_user:
+        raise _error(403, FORK_MESSAGE)
+    return _Reply(200, h._user(token.login, token.user_type))
 
 
 @_route("GET", _REPO)

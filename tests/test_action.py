@@ -191,6 +191,14 @@ def test_docs_preview_inputs(tmp_path):
     assert printed == "speedstats docs-preview --base-url https://staging.oneflow.info --mode new --pr 9\n"
 
 
+def test_author_reaches_the_commands_that_find_the_bots_comment(tmp_path):
+    assert planned(tmp_path, command="comment", author="my-app[bot]", **{"body-file": "b.md"}) == \
+        "speedstats comment --body-file b.md --mode update --author 'my-app[bot]'\n"
+    assert planned(tmp_path, pr="5", author="perf-bot") == ("speedstats run --device cuda --out speedstats-out\n"
+                                                           "speedstats comment --body-file speedstats-out/comment.md"
+                                                           " --mode update --pr 5 --author perf-bot\n")
+
+
 def test_automerge_guard_inputs(tmp_path):
     assert planned(tmp_path, command="automerge-guard") == \
         "speedstats automerge-guard --job speed --label automerge --status failure\n"
@@ -373,3 +381,24 @@ def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_p
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
+
+
+def test_fail_on_regression_false_forgives_only_a_failed_verdict(tmp_path, gh):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "a-file").write_text("not a folder")
+    # --out under a file: bad input (2), refused before anything is measured, and not forgiven
+    env = action_env(workspace, gh.url, {"command": "run", "profile": "smoke", "device": "cpu",
+                                         "out": "a-file/out", "fail-on-regression": "false"})
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "speedstats: error: a-file/out: cannot create the --out folder: a part of the path is a file")
+    # GitHub answering 500 to every try: unreachable (5), not forgiven either
+    gh.fail("GET", f"/repos/{REPO}/issues/{PR}/comments", status=500, times=99)
+    (workspace / "body.md").write_text("Speed stats", encoding="utf-8")
+    env = action_env(workspace, gh.url, {"command": "comment", "body-file": "body.md", "fail-on-regression": "false"})
+    env["SPEEDSTATS_GITHUB_TIME_SCALE"] = "0"
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 5, proc.stderr
+    assert gh.comments(REPO, PR) == []

@@ -76,8 +76,20 @@ def test_every_input_is_documented_with_its_default():
 
 
 def test_every_output_is_documented():
-    rows = table_rows(section("Adding it to a repository").split("### Outputs", 1)[1])
+    rows = table_rows(section("Adding it to a repository").split("### Outputs", 1)[1].split("\n### ", 1)[0])
     assert [name for name, _ in rows] == list(action()["outputs"])
+
+
+def test_every_exit_status_is_in_the_table_with_what_the_step_does():
+    from speedstats import errors
+
+    statuses = sorted(value for name, value in vars(errors).items()
+                      if name.startswith("EXIT_") and name != "EXIT_INTERRUPTED")
+    rows = table_rows(section("Adding it to a repository").split("### Exit statuses", 1)[1])
+    assert [int(status) for status, _ in rows] == statuses == [0, 1, 2, 3, 4, 5, 6]
+    for status, (meaning, strict, lenient) in rows:
+        assert meaning and strict.startswith(("succeeds", "fails"))
+        assert lenient.startswith("succeeds" if status in ("0", "1") else "fails")
 
 
 def test_the_suite_example_sets_thresholds_per_gpu(tmp_path):

@@ -26,6 +26,7 @@ RESULTS = json.dumps({
                               "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
 })
 BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: Some CPU \n\n from the bundle\n ``` \n\n</details>"
+RENDERED = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke")).body
 WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
 
 
@@ -68,7 +69,7 @@ def test_a_forks_bundle_is_posted_on_its_pull_request(gh, tmp_path):
     result = post(gh, tmp_path, "--docs-base-url", "https://staging.oneflow.info", "--automerge-job", "speed-stats")
     assert result.rc == 0, result.err
     assert bodies(gh) == [
-        BODY + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
+        RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
         "View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- speedstats:docs-preview -->",
         ("CI failed when running job: speed-stats. PR label automerge has been removed"
         f"\n\n<!-- speedstats:automerge-removed job=speed-stats head={SHA} run={RUN} -->"),
@@ -86,7 +87,7 @@ def test_a_same_repository_run_names_its_pull_request(gh, tmp_path):
     gh.add_artifact(REPO, RUN, "speedstats-bundle", bundle_zip(tmp_path))
     result = post(gh, tmp_path, "--run-id", RUN, event=False)
     assert result.rc == 0, result.err
-    assert bodies(gh) == [BODY + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
+    assert bodies(gh) == [RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
 
 
 def test_a_bundle_without_a_body_is_rendered_from_its_results(gh, tmp_path):
@@ -98,12 +99,21 @@ def test_a_bundle_without_a_body_is_rendered_from_its_results(gh, tmp_path):
     assert "OneFlow resnet50 time: 100.0ms" in expected
 
 
-def test_rerender_ignores_the_forks_text(gh, tmp_path):
+@pytest.mark.parametrize("flags", [[], ["--rerender"]])
+def test_the_forks_text_is_ignored_unless_verbatim_is_asked_for(gh, tmp_path, flags):
     fork_setup(gh, tmp_path, body="@everyone free money at https://example.invalid")
-    result = post(gh, tmp_path, "--rerender")
+    result = post(gh, tmp_path, *flags)
     assert result.rc == 0, result.err
-    (body,) = bodies(gh)
-    assert "free money" not in body and "OneFlow resnet50 time: 100.0ms" in body
+    assert bodies(gh) == [RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
+
+
+def test_verbatim_posts_the_forks_comment_md_as_it_is(gh, tmp_path):
+    fork_setup(gh, tmp_path)
+    result = post(gh, tmp_path, "--verbatim")
+    assert result.rc == 0, result.err
+    assert bodies(gh) == [BODY + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
+    both = post(gh, tmp_path, "--verbatim", "--rerender")
+    assert both.rc == 2 and "not allowed with argument" in both.err
 
 
 def test_a_bundle_naming_another_pull_request_is_refused(gh, tmp_path):
@@ -201,7 +211,7 @@ def test_dry_run_checks_the_bundle_and_writes_nothing(gh, tmp_path):
     result = post(gh, tmp_path, "--dry-run", "--automerge-job", "speed-stats")
     assert result.rc == 0, result.err
     assert result.out.startswith(f"speedstats: dry run, nothing is sent\nPOST {gh.url}/repos/o/r/issues/7/comments\n\n"
-                                 + BODY)
+                                 + RENDERED)
     assert f"DELETE {gh.url}/repos/o/r/issues/7/labels/automerge" in result.out
     assert [r.method for r in gh.requests if r.method != "GET"] == []
 
@@ -279,3 +289,26 @@ def test_a_download_is_bounded_in_size_and_never_retried_past_the_bound(gh, tmp_
     host = urlsplit(gh.storage_url).netloc
     assert str(raised.value) == f"download big: 4096 bytes at {host}, more than 1000; refusing it"
     assert len(gh.storage_requests) == 2
+
+
+def test_a_forks_hostile_results_cannot_leave_the_code_fence(gh, tmp_path):
+    hostile = "\n ``` \n</details>\n@maintainer [click](https://e.test) \x1b[31mred\x1b[0m"
+    data = json.loads(RESULTS)
+    data["gpu_name"] += hostile
+    data["cases"][0]["error"] = "crashed" + hostile
+    folder = tmp_path / "hostile"
+    write_bundle(folder, json.dumps(data), "anything", 7, SHA, RUN, REPO)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for path in sorted(folder.iterdir()):
+            archive.write(path, path.name)
+    gh.add_pull(REPO, 7, head_sha=SHA, head_repo="fork/r")
+    gh.add_workflow_run(REPO, RUN, SHA, pull_requests=[], head_repo="fork/r")
+    gh.add_artifact(REPO, RUN, "speedstats-bundle", buf.getvalue())
+    result = post(gh, tmp_path)
+    assert result.rc == 0, result.err
+    (body,) = bodies(gh)
+    assert body.count("```") == 2 and body.count("</details>") == 1 and "\x1b" not in body
+    assert "anything" not in body
+    inside = body.split("```")[1]
+    assert "@maintainer [click](https://e.test) red" in inside

@@ -97,17 +97,58 @@ def test_an_older_commits_results_do_not_replace_a_newer_ones(gh, tmp_path):
     assert [c["body"].split("\n\n<!--")[0] for c in gh.comments(REPO, 7)] == [stats_body("for sha2")]
 
 
-def test_marker_of_another_login_is_recognised_unless_author_is_given(gh, tmp_path):
-    other = gh.add_comment(REPO, 7, stats_body("by a PAT") + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=1 -->",
-                           login="perf-bot", user_type="User")
+def forged(run_id, text="forged"):
+    return stats_body(text) + f"\n\n<!-- speedstats:speed-stats head={SHA1} run={run_id} -->"
+
+
+@pytest.mark.parametrize("mode", ["update", "new"])
+def test_a_marker_copied_into_another_users_comment_is_ignored_and_left_alone(gh, tmp_path, mode):
+    # One forged marker claims newer results (a huge run id), one older: neither silences the bot,
+    # neither is edited or deleted.
+    newer = gh.add_comment(REPO, 7, forged(999999999, "newer, forged"), login="mallory", user_type="User")
+    older = gh.add_comment(REPO, 7, forged(1, "older, forged"), login="mallory", user_type="User")
+    body = write_body(tmp_path, stats_body("the real figures"))
+    result = run_speedstats(["comment", "--body-file", body, "--mode", mode], pr_env(gh, tmp_path, SHA1, 50))
+    assert result.rc == 0, result.err
+    assert "left as it is" not in result.err
+    comments = gh.comments(REPO, 7)
+    assert [(c["id"], c["body"]) for c in comments[:2]] == [(newer, forged(999999999, "newer, forged")),
+                                                           (older, forged(1, "older, forged"))]
+    assert [(c["login"], c["body"].split("\n\n<!--")[0]) for c in comments[2:]] == [
+        ("github-actions[bot]", stats_body("the real figures"))]
+    edits = [r for r in gh.requests if r.method in ("PATCH", "DELETE")]
+    assert edits == []
+
+
+def test_a_personal_token_recognises_its_own_login_from_get_user(gh, tmp_path):
+    token = "ghp_PersonalT0kenOfThePerfBot000000000001"
+    gh.add_token(token, login="perf-bot", user_type="User")
+    mine = gh.add_comment(REPO, 7, forged(1, "perf-bot's earlier figures"), login="perf-bot", user_type="User")
+    theirs = gh.add_comment(REPO, 7, forged(99, "forged"), login="github-actions[bot]", user_type="Bot")
+    body = write_body(tmp_path, stats_body("new figures"))
+    env = pr_env(gh, tmp_path, SHA1, 2, GITHUB_TOKEN=token)
+    result = run_speedstats(["comment", "--body-file", body], env)
+    assert result.rc == 0, result.err
+    assert f"updated comment {mine}" in result.err
+    by_id = {c["id"]: c["body"] for c in gh.comments(REPO, 7)}
+    assert by_id == {mine: stats_body("new figures") + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=2 -->",
+                     theirs: forged(99, "forged")}
+    assert gh.requests_matching("GET", "/user")
+
+
+def test_author_names_the_bot_when_the_token_cannot_say(gh, tmp_path):
+    # e.g. a GitHub App's installation token: GET /user is refused, its comments are by my-app[bot]
+    app = gh.add_comment(REPO, 7, forged(1, "the app's figures"), login="my-app[bot]", user_type="Bot")
     body = write_body(tmp_path, stats_body("mine"))
     env = pr_env(gh, tmp_path, SHA1, 2)
-    assert run_speedstats(["comment", "--body-file", body, "--author", "github-actions[bot]"], env).rc == 0
-    assert len(speed_stats_comments(gh)) == 2  # the other login's comment is not ours with --author
-    assert run_speedstats(["comment", "--body-file", body], env).rc == 0
-    stats = speed_stats_comments(gh)
-    assert [c["id"] for c in stats] == [other]  # by marker: kept the oldest, newest body, deleted the rest
-    assert stats[0]["body"].startswith(stats_body("mine"))
+    default = run_speedstats(["comment", "--body-file", body], env)
+    assert default.rc == 0, default.err
+    assert "taking its comments to be github-actions[bot]'s" in default.err
+    assert len(speed_stats_comments(gh)) == 2  # the app's comment is not github-actions[bot]'s
+    named = run_speedstats(["comment", "--body-file", body, "--author", "my-app[bot]"],
+                           pr_env(gh, tmp_path, SHA1, 3))
+    assert named.rc == 0, named.err
+    assert f"updated comment {app}" in named.err
 
 
 def test_a_comment_longer_than_githubs_limit_is_cut_with_a_note_not_rejected(gh, tmp_path):
@@ -179,11 +220,12 @@ def test_dry_run_prints_the_request_and_sends_nothing(gh, tmp_path):
     assert result.rc == 0, result.err
     assert result.out == (f"speedstats: dry run, nothing is sent\nPATCH {gh.url}/repos/{REPO}/issues/comments/{old}\n\n"
                           + stats_body("new") + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=2 -->\n")
-    assert [r.method for r in gh.requests] == ["GET"]
+    assert {r.method for r in gh.requests} == {"GET"}  # GET /user and the comments: nothing written
+    sent = len(gh.requests)
     offline = run_speedstats(["comment", "--body-file", body, "--dry-run", "--repo", REPO, "--pr", 7], {})
     assert offline.rc == 0 and offline.out.startswith(
         "speedstats: dry run, nothing is sent\nPOST https://api.github.com/repos/o/r/issues/7/comments (no token")
-    assert len(gh.requests) == 1
+    assert len(gh.requests) == sent
 
 
 def test_docs_preview_posts_the_link_and_keeps_one(gh, tmp_path):

@@ -64,7 +64,7 @@ def test_a_secondary_rate_limit_waits_what_retry_after_says(gh, tmp_path, body_f
 def test_a_rate_limit_longer_than_the_cap_fails_clearly(gh, tmp_path, body_file):
     gh.rate_limit("GET", CREATE, retry_after=3600)
     result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
-    assert result.rc == 2
+    assert result.rc == 5  # GitHub unreachable
     assert "speedstats: error: GitHub rate limit: asked to wait 3600s, more than the 300s" in result.err
     assert gh.comments(REPO, 7) == []
 
@@ -72,7 +72,7 @@ def test_a_rate_limit_longer_than_the_cap_fails_clearly(gh, tmp_path, body_file)
 def test_server_errors_that_do_not_stop_give_up_with_a_clear_error(gh, tmp_path, body_file):
     gh.fail("GET", CREATE, status=500, times=99)
     result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
-    assert result.rc == 2
+    assert result.rc == 5  # GitHub unreachable after the retries
     assert result.err.splitlines()[-1] == "speedstats: error: list comments of o/r#7: GitHub answered 500 Server Error"
     assert len(gh.requests_matching("GET", CREATE)) == 5
 
@@ -81,7 +81,7 @@ def test_a_bad_token_is_a_clear_error(gh, tmp_path, body_file):
     result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path, token="ghs_wrong"))
     assert result.rc == 2
     assert result.err.splitlines()[-1] == (
-        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on list comments of o/r#7")
+        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on find the token's login (GET /user)")
 
 
 def test_a_missing_pull_request_is_a_clear_error(gh, tmp_path, body_file):
@@ -156,3 +156,31 @@ def test_the_token_never_appears_in_output_or_logs(gh, tmp_path, body_file, capl
     assert any("/repos/o/r/issues/7/comments" in m and "Authorization" in m for m in pygithub_logs)
     assert any("127.0.0.1:9" in text for text in seen)  # the unreachable server was reported
     assert not [text for text in seen if TOKEN in text or TOKEN[:-1] in text]
+
+
+@pytest.mark.parametrize("data", [b'{"id": 1, "body": ', b"<html>proxy error</html>"])
+def test_a_malformed_answer_names_the_request(gh, tmp_path, body_file, data):
+    gh.answer_raw("GET", CREATE, data, times=99)
+    result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
+    assert result.rc == 5, result.err
+    last = result.err.splitlines()[-1]
+    assert last.startswith(f"speedstats: error: GitHub API ({gh.url}): list comments of o/r#7: ")
+    assert "Traceback" not in result.err
+    assert gh.comments(REPO, 7) == []
+
+
+def test_a_dripping_answer_gives_up_within_the_deadlines(gh, tmp_path, body_file):
+    import time
+
+    gh.drip("GET", CREATE, interval_s=0.2, times=99)
+    env = env_for(gh, tmp_path, SPEEDSTATS_GITHUB_REQUEST_DEADLINE="1", SPEEDSTATS_GITHUB_DEADLINE="2.5")
+    started = time.monotonic()
+    result = run_speedstats(["comment", "--body-file", body_file], env, subprocess_=True, timeout=30)
+    elapsed = time.monotonic() - started
+    assert result.rc == 5, result.err
+    assert elapsed < 8, elapsed  # the deadline and a Python start-up; without it, this would never end
+    lines = result.err.splitlines()
+    assert lines[-1].startswith("speedstats: error: ") and "list comments of o/r#7" in lines[-1]
+    assert "no complete answer within 1s" in result.err
+    assert "Traceback" not in result.err
+    assert gh.comments(REPO, 7) == []

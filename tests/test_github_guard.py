@@ -96,3 +96,12 @@ def test_dry_run_says_what_it_would_do(gh, tmp_path):
         f"DELETE {gh.url}/repos/o/r/issues/7/labels/automerge\nPOST {gh.url}/repos/o/r/issues/7/comments\n\n"
         + TEXT + f"\n\n<!-- speedstats:automerge-removed job=cuda-module head={SHA} run=42 -->\n")
     assert gh.labels(REPO, 7) == ["bug", "automerge"] and gh.comments(REPO, 7) == []
+
+
+def test_a_copy_of_the_notice_by_someone_else_does_not_count_as_said(gh, tmp_path):
+    copy = TEXT + f"\n\n<!-- speedstats:automerge-removed job=cuda-module head={SHA} run=42 -->"
+    gh.add_comment(REPO, 7, copy, login="mallory", user_type="User")
+    result = run_speedstats(["automerge-guard", "--job", "cuda-module"], env_for(gh, tmp_path))
+    assert result.rc == 0, result.err
+    assert [(c["login"], c["body"]) for c in gh.comments(REPO, 7)] == [("mallory", copy),
+                                                                     ("github-actions[bot]", copy)]

@@ -317,3 +317,41 @@ def test_cancelled_must_be_a_boolean():
     data["cancelled"] = "yes"
     with pytest.raises(UserError, match=r"^results: field 'cancelled' must be bool, got 'yes'$"):
         results_model.results_from_dict(data)
+
+
+HOSTILE = "x\n ``` \n\n</details>\n\n@maintainer ![img](https://e.test/i.png) \x1b[31mred\x1b[0m \x1b]8;;https://e.test\x07link\x1b]8;;\x07 ~~~"
+
+
+def test_text_from_a_results_file_cannot_leave_the_code_fence(default_suite):
+    import json
+
+    from speedstats import results as results_model
+
+    data = results_of(resnet_case("resnet50-bs16", 48.0, 60.0)).to_dict()
+    data["gpu_name"] = "GPU " + HOSTILE
+    failed = dict(data["cases"][0], id="resnet50-bs16" + HOSTILE, error="oneflow: " + HOSTILE, frameworks={})
+    data["cases"].append(failed)
+    body = render_speed_stats(results_model.loads(json.dumps(data)), default_suite).body
+    assert body.count("```") == 2 and body.count("~~~") == 0
+    assert body.count("</details>") == 1 and body.count("<details>") == 1
+    assert "\x1b" not in body and "\x07" not in body
+    stats = stats_of(body).split("\n")
+    safe = "x ˋˋˋ ‹/details> @maintainer ![img](https://e.test/i.png) red link ˜˜˜"
+    assert stats[0] == f"GPU Name: GPU {safe} "
+    assert stats[-1] == f"❌ resnet50 batch 16 (case resnet50-bs16{safe}): oneflow: {safe}"
+    assert len(stats) == 7  # GPU line, blank, three figure lines, blank, the failed case's one line
+
+
+def test_two_failed_cases_of_the_same_batch_size_read_differently(default_suite):
+    usual = CaseResult(id="resnet50-bs16", kind="resnet50", batch_size=16, times=100,
+                       input_shape=[16, 3, 224, 224], error="crashed")
+    other = CaseResult(id="resnet50-bs16-channels-last", kind="resnet50", batch_size=16, times=100,
+                       input_shape=[16, 3, 224, 224], error="crashed")
+    lines = stats_of(render_speed_stats(results_of(usual, other), None).body).split("\n")
+    assert lines[2:] == [" ❌ resnet50 batch 16: crashed", "",
+                         "❌ resnet50 batch 16 (case resnet50-bs16-channels-last): crashed"]
+    from speedstats.parse import parse_speed_stats
+
+    parsed = parse_speed_stats(render_speed_stats(results_of(usual, other), None).body)
+    assert [(c.id, c.error) for c in parsed.cases] == [("resnet50-bs16", "crashed"),
+                                                       ("resnet50-bs16-channels-last", "crashed")]

@@ -76,3 +76,21 @@ def test_a_history_file_with_a_bad_line_among_good_ones_is_accepted(tmp_path):
     check_history_file(path)
     check_history_file(tmp_path / "new.jsonl")
     assert not (tmp_path / "new.jsonl").exists()
+
+
+def test_a_nan_lock_timeout_fails_before_the_run(tmp_path, capsys):
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--lock-timeout", "nan", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert capsys.readouterr().err == (
+        "speedstats: error: --lock-timeout: must be a finite number of seconds, not negative, got nan\n")
+
+
+def test_outputs_that_cannot_be_written_fail_before_the_run(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").symlink_to(tmp_path / "elsewhere.json")
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--out", str(out)])
+    assert rc == 2
+    assert capsys.readouterr().err == (f"speedstats: error: {out / 'results.json'}: the results.json is a symbolic "
+                                       "link; refusing to replace it\n")
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # no workers folder: nothing ran

@@ -77,6 +77,29 @@ def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
     ("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1, tiems: 3}\n",
      "cases[0] (a): unknown field 'tiems'"),
     ("extends: nightly\n", "unknown profile 'nightly' (built-in: default, smoke)"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, min_relative_speed: .nan}\n",
+     "cases[0] (resnet50-bs16): field 'min_relative_speed' must be a finite number of sensible size, got nan"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, min_relative_speed: -1}\n",
+     "cases[0] (resnet50-bs16): field 'min_relative_speed' must be at least 0, got -1"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, max_oneflow_ms: {default: .inf}}\n",
+     "cases[0] (resnet50-bs16): field 'max_oneflow_ms.default' must be a finite number of sensible size, got inf"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, max_oneflow_ms: -5}\n",
+     "cases[0] (resnet50-bs16): field 'max_oneflow_ms.default' must be at least 0, got -5"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, timeout_s: .nan}\n",
+     "cases[0] (resnet50-bs16): field 'timeout_s' must be a finite number of sensible size, got nan"),
+    ("extends: default\nlock_timeout_s: -1\n", "field 'lock_timeout_s' must be at least 0, got -1"),
+    ("extends: default\nlock_timeout_s: .nan\n", "field 'lock_timeout_s' must be a finite number of sensible size"),
+    ("cases:\n  - {id: a, kind: resnet50, batch_size: " + "9" * 400 + ", times: 1}\n",
+     "cases[0] (a): field 'batch_size' must be a finite number of sensible size, got 9999"),
+    ("cases:\n  - {id: a, kind: swin_dataloader, batch_size: 2, times: 1, num_workers: -1}\n",
+     "cases[0] (a): field 'num_workers' must be at least 0, got -1"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, skip: 'false'}\n",
+     "cases[0]: field 'skip' must be true or false, got 'false'"),
+    ("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1, skip: 'yes'}\n",
+     "cases[0]: field 'skip' must be true or false, got 'yes'"),
+    ("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1, skip: true}\n",
+     "every case has 'skip: true'; nothing to run"),
+    ("extends: default\ndataset: {cache_dir: 5}\n", "dataset: field 'cache_dir' must be a folder path, got 5"),
     ("cases: [\n", "not valid YAML at line 2"),
 ])
 def test_bad_suite_names_the_file_and_field(tmp_path, text, message):
@@ -88,3 +111,11 @@ def test_bad_suite_names_the_file_and_field(tmp_path, text, message):
     assert "\n" not in str(err.value)
     if "profile" not in message:
         assert str(err.value).startswith(str(path))
+
+
+def test_skip_true_drops_a_case_without_extends_too(tmp_path):
+    path = tmp_path / "suite.yml"
+    path.write_text("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1}\n"
+                    "  - {id: b, kind: resnet50, batch_size: 2, times: 1, skip: true}\n"
+                    "  - {id: c, kind: resnet50, batch_size: 4, times: 1, skip: false}\n")
+    assert [c.id for c in load_suite(path).cases] == ["a", "c"]

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -29,6 +30,7 @@ from speedstats import results as results_model
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.github.context import check_repo, check_sha, read_event
+from speedstats.text import one_line
 
 SCHEMA = "speedstats/bundle/v1"
 MANIFEST_NAME = "bundle.json"
@@ -129,7 +131,7 @@ def bundle_from_files(read, where):
         raise UserError(f"{where}: no {MANIFEST_NAME} (not a speedstats bundle)")
     try:
         manifest = json.loads(_text(raw, MANIFEST_NAME, where))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise UserError(f"{where}: {MANIFEST_NAME} is not valid JSON: {exc}") from None
     if not isinstance(manifest, dict):
         raise UserError(f"{where}: {MANIFEST_NAME} must be a JSON object")
@@ -201,5 +203,6 @@ def read_bundle_zip(data, where="artifact"):
 
         try:
             return bundle_from_files(read, where)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
-            raise UserError(f"{where}: unreadable archive member: {exc}") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, zlib.error, EOFError,
+                OSError) as exc:  # zlib.error: compressed bytes that do not decompress
+            raise UserError(f"{where}: unreadable archive member: {one_line(exc, 200)}") from None

@@ -2,14 +2,27 @@
 
 Each command module exposes `register(subparsers)`; modules import only light libraries at import
 time, so `speedstats render` and the GitHub commands work without torch or oneflow installed.
+
+Errors come out on one line with an exit status of speedstats.errors. An unexpected exception (a
+bug) exits EXIT_INTERNAL_ERROR with a line naming the command and the operation; its traceback goes
+to a file that the line names, or to stderr with `--debug`.
 """
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import traceback
 
 from speedstats import __version__
-from speedstats.errors import UserError
+from speedstats.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL_ERROR,
+    EXIT_INTERRUPTED,
+    SpeedstatsError,
+)
+from speedstats.text import one_line
 
 COMMAND_MODULES = (
     "speedstats.bench.cli",  # run
@@ -17,6 +30,9 @@ COMMAND_MODULES = (
     "speedstats.analysis.cli",  # compare, trend
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
 )
+DEBUG_HELP = "on an internal error, print the traceback on stderr instead of writing it to a file"
+SECRET_ENV = ("GITHUB_TOKEN", "INPUT_TOKEN")
+MESSAGE_LIMIT = 400
 
 
 def build_parser():
@@ -25,20 +41,109 @@ def build_parser():
         description="Benchmark OneFlow against PyTorch and post the Speed stats comment on a pull request.",
     )
     parser.add_argument("--version", action="version", version=f"speedstats {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for sub in subparsers.choices.values():  # `speedstats run --debug` works as well as `speedstats --debug run`
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
+
+
+def _secrets(args):
+    values = [getattr(args, "token", None)] + [os.environ.get(name) for name in SECRET_ENV]
+    return [v for v in values if v and len(v) >= 4]
+
+
+def redact(text, args):
+    text = str(text)
+    for secret in _secrets(args):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _error(message, args):
+    try:
+        print(f"speedstats: error: {one_line(redact(message, args), MESSAGE_LIMIT)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):  # stderr closed too: the status is all there is
+        pass
+
+
+def _silence_stdout():
+    """After stdout broke, point it at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _operation(exc):
+    """Where the exception came from: the innermost frame inside speedstats, as `function (file:line)`."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    where = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.abspath(frame.filename).startswith(package + os.sep):
+            where = frame
+    if where is None:
+        return "an unknown operation"
+    path = os.path.relpath(os.path.abspath(where.filename), os.path.dirname(package))
+    return f"{where.name} ({path}:{where.lineno})"
+
+
+def internal_error(command, exc, args):
+    text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), args)
+    debug = getattr(args, "debug", False) or os.environ.get("SPEEDSTATS_DEBUG") == "1"
+    where = None
+    if not debug:
+        try:
+            fd, where = tempfile.mkstemp(prefix="speedstats-traceback-", suffix=".txt")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError:
+            where = None
+    if where is None:
+        try:
+            sys.stderr.write(text)
+        except (OSError, ValueError, AttributeError):
+            pass
+    tail = f"; traceback in {where} (or run with --debug)" if where else ""
+    _error(f"internal error in 'speedstats {command}' during {_operation(exc)}: "
+           f"{type(exc).__name__}: {exc}{tail}", args)
+    return EXIT_INTERNAL_ERROR
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    status = _run(args)
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        _error("stdout: closed before the output was written (write it to a file with --out)", args)
+        status = status or EXIT_BAD_INPUT
+    return status
+
+
+def _run(args):
+    command = getattr(args, "command", "?")
     try:
         return int(args.func(args) or 0)
-    except UserError as exc:
-        print(f"speedstats: error: {exc}", file=sys.stderr)
+    except SpeedstatsError as exc:
+        _error(exc, args)
         return exc.exit_code
     except KeyboardInterrupt:
         print("speedstats: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        _error("stdout: closed before the output was written (write it to a file with --out)", args)
+        return EXIT_BAD_INPUT
+    except RecursionError:
+        _error("input nested too deeply to read", args)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback kept for the report
+        return internal_error(command, exc, args)

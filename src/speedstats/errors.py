@@ -1,7 +1,36 @@
-"""Errors a user can fix: the CLI prints them on one line and exits 2."""
+"""Exit statuses and the errors that carry them; the CLI prints an error on one line.
+
+The statuses keep one meaning across every command and the action's entrypoint:
+
+    0  pass                     3  a case produced no figures
+    1  the verdict failed       4  the device stayed busy past the lock timeout
+    2  bad input                5  GitHub unreachable after the retries (or past the deadline)
+                                6  internal error (a bug): one line, the traceback in a file
+"""
+
+EXIT_OK = 0
+EXIT_VERDICT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_CASE_FAILED = 3
+EXIT_DEVICE_BUSY = 4
+EXIT_GITHUB_UNREACHABLE = 5
+EXIT_INTERNAL_ERROR = 6
+EXIT_INTERRUPTED = 130
 
 
-class UserError(Exception):
-    """Bad input: a file, a field or a flag. The message names what is wrong."""
+class SpeedstatsError(Exception):
+    """An error the CLI reports on one line, exiting with `exit_code`."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
+
+
+class UserError(SpeedstatsError):
+    """Bad input: a file, a field or a flag (or an output that cannot be written). The message names it."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class GitHubUnreachable(SpeedstatsError):
+    """GitHub did not answer usefully within the retries or the deadline (network, 5xx, rate limits)."""
+
+    exit_code = EXIT_GITHUB_UNREACHABLE

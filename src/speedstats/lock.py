@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from speedstats.errors import UserError
+from speedstats.errors import EXIT_DEVICE_BUSY, UserError
 
 DEFAULT_LOCK_DIR = "/tmp/speedstats-locks"
 _REMINDER_EVERY_S = 60.0
@@ -38,7 +38,7 @@ def held_lock_fds():
 class DeviceBusyError(UserError):
     """The device stayed locked by another job for longer than the timeout."""
 
-    exit_code = 4
+    exit_code = EXIT_DEVICE_BUSY
 
 
 def default_lock_dir():

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from speedstats.errors import UserError
-from speedstats.results import CaseResult, FrameworkResult, Results
+from speedstats.results import CaseResult, FrameworkResult, Results, check_count, check_framework
 
 PARSED_SUITE = "default"
 PARSED_DEVICE = "cuda"
@@ -60,8 +60,10 @@ _SWIN = re.compile(
 _RELATIVE = re.compile(
     rf"^Relative speed: (?P<ratio>{_NUMBER}) \(= (?P<pt>{_NUMBER})(?P<unit>ms|s) / (?P<of>{_NUMBER})(?P=unit)\)$"
 )
-_FAILED_RESNET = re.compile(r"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size=(?P<ws>\d+))?: (?P<error>.+)$")
-_FAILED_SWIN = re.compile(r"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+): (?P<error>.+)$")
+_NAMED = r"(?: \(case (?P<id>[^()]+?)\))?"  # a case whose id is not the usual one for its sizes
+_FAILED_RESNET = re.compile(
+    rf"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size=(?P<ws>\d+))?{_NAMED}: (?P<error>.+)$")
+_FAILED_SWIN = re.compile(rf"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+){_NAMED}: (?P<error>.+)$")
 _RUN_FAILED = re.compile(r"^speed job failed: (?P<error>.+)$")
 _NO_RESULTS = re.compile(r"^speed job produced no results$")
 # What a stats line starts with; such a line must parse in full, and a line that is only the start of
@@ -196,8 +198,20 @@ class _Parser:
         ):
             self.fail(number, f"the Relative speed line's times do not match the case's "
                               f"({pt.group('per')}{unit} / {of.group('per')}{unit}): {_snippet(text)!r}")
-        self.blocks[-1].cases.append(self.case(unit))
+        self.blocks[-1].cases.append(self.checked(self.case(unit), self.oneflow.line))
         self.oneflow = self.pytorch = None
+
+    def checked(self, case, number):
+        """The case, once its figures make sense (positive times, per-iteration = total / times)."""
+        where = f"{self.where}: line {number}"
+        check_count(case.batch_size, "batch_size", where)
+        for size in case.input_shape or []:
+            check_count(size, "input_shape", where)
+        if case.ddp:
+            check_count(case.world_size, "world size", where)
+        for name, fw in case.frameworks.items():
+            check_framework(fw, case.kind, f"{where} ({name})")
+        return case
 
     def case(self, unit):
         kind, of, pt = self.oneflow.kind, self.oneflow.match, self.pytorch.match
@@ -232,20 +246,21 @@ class _Parser:
         if match:
             batch, ddp = int(match.group("batch")), match.group("ws") is not None
             world_size = int(match.group("ws")) if ddp else 1
-            case_id = case_id_for("resnet50", batch, ddp=ddp, world_size=world_size)
-            block.cases.append(CaseResult(
+            case_id = match.group("id") or case_id_for("resnet50", batch, ddp=ddp, world_size=world_size)
+            block.cases.append(self.checked(CaseResult(
                 id=case_id, kind="resnet50", batch_size=batch, times=_default_times(case_id),
                 input_shape=[batch, 3, 224, 224], ddp=ddp, world_size=world_size, error=match.group("error"),
-            ))
+            ), number))
             return
         match = _FAILED_SWIN.match(text)
         if match:
             workers = int(match.group("workers"))
-            case_id = case_id_for("swin_dataloader", int(match.group("batch")), num_workers=workers)
-            block.cases.append(CaseResult(
+            case_id = match.group("id") or case_id_for("swin_dataloader", int(match.group("batch")),
+                                                       num_workers=workers)
+            block.cases.append(self.checked(CaseResult(
                 id=case_id, kind="swin_dataloader", batch_size=int(match.group("batch")),
                 times=_default_times(case_id), num_workers=workers, error=match.group("error"),
-            ))
+            ), number))
             return
         match = _RUN_FAILED.match(text)
         if match or _NO_RESULTS.match(text):

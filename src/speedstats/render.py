@@ -9,7 +9,6 @@ UserError naming the template file and line. No framework is imported here.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
+from speedstats.text import fence_safe
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
@@ -26,6 +26,8 @@ MAIN_PACKAGE = {"oneflow": ("oneflow", "OneFlow"), "pytorch": ("torch", "PyTorch
 COMPANIONS = {"oneflow": ("flowvision",), "pytorch": ("torchvision", "timm")}
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
+GPU_NAME_LIMIT = 200
+CASE_ID_LIMIT = 100
 
 
 @dataclass
@@ -67,6 +69,7 @@ class CaseView:
     marks: dict[str, str]
     score: int
     failure: str | None
+    named: bool = False  # the id is not the one parse would give these figures: a failed line shows it
 
 
 def environment(templates_dir=None):
@@ -136,9 +139,21 @@ def _framework_view(fw):
     )
 
 
+def _standard_id(case):
+    from speedstats.parse import case_id_for
+
+    try:
+        return case_id_for(case.kind, case.batch_size, ddp=case.ddp, num_workers=case.num_workers,
+                           world_size=case.world_size)
+    except ValueError:
+        return None
+
+
 def case_view(case, case_verdict):
+    """What the templates see of a case; its free text (id, error) already made safe for the fence."""
+    case_id = fence_safe(case.id, CASE_ID_LIMIT)
     return CaseView(
-        id=case.id,
+        id=case_id,
         kind=case.kind,
         batch_size=case.batch_size,
         times=case.times,
@@ -151,7 +166,8 @@ def case_view(case, case_verdict):
         relative_speed=case.relative_speed,
         marks=dict(case_verdict.marks),
         score=case_verdict.score,
-        failure=case_verdict.failure,
+        failure=fence_safe(case_verdict.failure, verdicts.ERROR_TEXT_LIMIT) if case_verdict.failure else None,
+        named=case.id != _standard_id(case),
     )
 
 
@@ -164,9 +180,9 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
         show_memory = bool(getattr(suite, "show_memory", False))
     verdict = verdicts.judge(results, suite)
     context = {
-        "gpu_name": results.gpu_name,
+        "gpu_name": fence_safe(results.gpu_name, GPU_NAME_LIMIT),
         "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
-        "error": verdict.error,
+        "error": fence_safe(verdict.error, verdicts.ERROR_TEXT_LIMIT) if verdict.error else None,
         "cancelled": bool(results.cancelled),
         "passed": verdict.passed,
         "score": verdict.score,
@@ -303,11 +319,7 @@ def render_automerge_removed(job, label="automerge", templates_dir=None):
 
 
 def write_stdout(text):
-    """Write text to stdout as UTF-8 whatever the locale, without adding a newline."""
-    stream = getattr(sys.stdout, "buffer", None)
-    if stream is None:
-        sys.stdout.write(text)
-    else:
-        sys.stdout.flush()
-        stream.write(text.encode("utf-8"))
-    sys.stdout.flush()
+    """Write text to stdout as UTF-8 (see speedstats.fsutil.write_stdout)."""
+    from speedstats.fsutil import write_stdout as write
+
+    write(text)

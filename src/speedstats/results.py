@@ -9,6 +9,7 @@ iteration; with several rounds, `per_iter_s` is the median round and `total_s` i
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
 from speedstats.errors import UserError
@@ -18,6 +19,10 @@ FRAMEWORKS = ("oneflow", "pytorch")  # the two of the Speed stats block: the hea
 BASE = "oneflow_base"  # the OneFlow build the head is judged against, when a baseline is given
 CONTENDERS = ("oneflow", BASE, "pytorch")
 CASE_KINDS = ("resnet50", "swin_dataloader")
+MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
+# per_iter_s may differ from total_s / times by half the last printed digit: the comment prints
+# resnet50 times in ms with one decimal and dataloader times in s with three (parse reads them back).
+PRINTED_HALF_UNIT_S = {"resnet50": 0.05e-3, "swin_dataloader": 0.5e-3}
 
 
 @dataclass
@@ -122,11 +127,61 @@ def _field(data, key, types, where, required=True, default=None):
     if isinstance(value, bool) and bool not in types:
         raise UserError(f"{where}: field '{key}' must be {types[0].__name__}, got {value!r}")
     if not isinstance(value, types):
-        raise UserError(f"{where}: field '{key}' must be {types[0].__name__}, got {value!r}")
+        raise UserError(f"{where}: field '{key}' must be {types[0].__name__}, got {_short(value)}")
     return value
 
 
 _NUM = (float, int)
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def check_seconds(value, key, where):
+    """A time in seconds: a number, finite and above zero."""
+    if isinstance(value, bool) or not isinstance(value, _NUM):
+        raise UserError(f"{where}: field '{key}' must be a number of seconds, got {_short(value)}")
+    try:
+        finite = math.isfinite(float(value))
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise UserError(f"{where}: field '{key}' must be a finite number of seconds, got {_short(value)}")
+    if value <= 0:
+        raise UserError(f"{where}: field '{key}' must be above zero, got {_short(value)}")
+    return float(value)
+
+
+def check_count(value, key, where, minimum=1):
+    """An integer between minimum and MAX_COUNT (sizes, iteration counts, ranks)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{where}: field '{key}' must be an integer, got {_short(value)}")
+    if not minimum <= value <= MAX_COUNT:
+        raise UserError(f"{where}: field '{key}' must be between {minimum} and {MAX_COUNT}, got {_short(value)}")
+    return value
+
+
+def check_framework(fw, kind, where):
+    """A framework's figures make sense: positive finite times, per_iter_s = total_s / times within
+    the rounding of the printed figures, every round's time positive and finite."""
+    for i, value in enumerate(fw.rounds_s):
+        check_seconds(value, f"rounds_s[{i}]", where)
+    if fw.times is not None:
+        check_count(fw.times, "times", where)
+    for key in ("total_s", "per_iter_s"):
+        if getattr(fw, key) is not None:
+            setattr(fw, key, check_seconds(getattr(fw, key), key, where))
+    if fw.peak_memory_bytes is not None and fw.peak_memory_bytes < 0:
+        raise UserError(f"{where}: field 'peak_memory_bytes' must not be negative, got {fw.peak_memory_bytes}")
+    if None not in (fw.total_s, fw.per_iter_s, fw.times):
+        expected = fw.total_s / fw.times
+        tolerance = PRINTED_HALF_UNIT_S.get(kind, 0.0) * 1.001 + expected * 1e-9
+        if abs(fw.per_iter_s - expected) > tolerance:
+            raise UserError(f"{where}: field 'per_iter_s' ({fw.per_iter_s:g}) disagrees with total_s / times "
+                            f"({fw.total_s:g} / {fw.times} = {expected:g})")
+    return fw
 
 
 def _spread(data, where):
@@ -135,18 +190,28 @@ def _spread(data, where):
         return None
     for key, value in spread.items():
         if isinstance(value, bool) or not isinstance(value, _NUM):
-            raise UserError(f"{where}: field 'spread_s.{key}' must be a number, got {value!r}")
+            raise UserError(f"{where}: field 'spread_s.{key}' must be a number, got {_short(value)}")
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:
+            finite = False
+        if not finite or value < 0:
+            raise UserError(f"{where}: field 'spread_s.{key}' must be a finite number, not negative, "
+                            f"got {_short(value)}")
     return dict(spread)
 
 
-def framework_from_dict(data, where):
+def framework_from_dict(data, where, kind=None):
     if not isinstance(data, dict):
         raise UserError(f"{where}: must be an object")
+    rounds = _field(data, "rounds_s", (list,), where, required=False, default=[])
+    for i, value in enumerate(rounds):
+        check_seconds(value, f"rounds_s[{i}]", where)
     fw = FrameworkResult(
         total_s=_field(data, "total_s", _NUM, where, required=False),
         per_iter_s=_field(data, "per_iter_s", _NUM, where, required=False),
         times=_field(data, "times", (int,), where, required=False),
-        rounds_s=[float(x) for x in _field(data, "rounds_s", (list,), where, required=False, default=[])],
+        rounds_s=[float(x) for x in rounds],
         round_iterations=_field(data, "round_iterations", (int,), where, required=False),
         spread_s=_spread(data, where),
         peak_memory_bytes=_field(data, "peak_memory_bytes", (int,), where, required=False),
@@ -158,9 +223,7 @@ def framework_from_dict(data, where):
         for key in ("total_s", "per_iter_s", "times"):
             if getattr(fw, key) is None:
                 raise UserError(f"{where}: missing field '{key}' (required when there is no 'error')")
-        if fw.times <= 0:
-            raise UserError(f"{where}: field 'times' must be positive, got {fw.times}")
-    return fw
+    return check_framework(fw, kind, where)
 
 
 def case_from_dict(data, where):
@@ -176,10 +239,12 @@ def case_from_dict(data, where):
     for name, fw in frameworks_data.items():
         if name not in CONTENDERS:
             raise UserError(f"{where}: unknown framework {name!r} in 'frameworks'")
-        frameworks[name] = framework_from_dict(fw, f"{where}.frameworks.{name}")
+        frameworks[name] = framework_from_dict(fw, f"{where}.frameworks.{name}", kind)
     shape = _field(data, "input_shape", (list,), where, required=False)
     if shape is not None and not all(isinstance(x, int) and not isinstance(x, bool) for x in shape):
-        raise UserError(f"{where}: field 'input_shape' must be a list of integers, got {shape!r}")
+        raise UserError(f"{where}: field 'input_shape' must be a list of integers, got {_short(shape)}")
+    for i, size in enumerate(shape or []):
+        check_count(size, f"input_shape[{i}]", where)
     case = CaseResult(
         id=case_id,
         kind=kind,
@@ -198,6 +263,11 @@ def case_from_dict(data, where):
     )
     if kind == "resnet50" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
+    check_count(case.batch_size, "batch_size", where)
+    check_count(case.times, "times", where, minimum=0 if case.error else 1)  # 0: unknown, for a failed case
+    check_count(case.world_size, "world_size", where)
+    if case.num_workers is not None:
+        check_count(case.num_workers, "num_workers", where, minimum=0)
     return case
 
 
@@ -209,11 +279,17 @@ def results_from_dict(data, where="results"):
         raise UserError(f"{where}: field 'schema' must be {SCHEMA!r}, got {schema!r}")
     cases = _field(data, "cases", (list,), where)
     versions = _field(data, "versions", (dict,), where, required=False, default={})
+    cases = [case_from_dict(c, f"{where}: cases[{i}]") for i, c in enumerate(cases)]
+    seen = {}
+    for i, case in enumerate(cases):
+        if case.id in seen:
+            raise UserError(f"{where}: cases[{i}]: case id {_short(case.id)} is also the id of cases[{seen[case.id]}]")
+        seen[case.id] = i
     return Results(
         suite=_field(data, "suite", (str,), where),
         device=_field(data, "device", (str,), where),
         gpu_name=_field(data, "gpu_name", (str,), where),
-        cases=[case_from_dict(c, f"{where}: cases[{i}]") for i, c in enumerate(cases)],
+        cases=cases,
         versions={str(k): (None if v is None else str(v)) for k, v in versions.items()},
         started_at=_field(data, "started_at", (str,), where, required=False),
         finished_at=_field(data, "finished_at", (str,), where, required=False),
@@ -237,6 +313,8 @@ def loads(text, where="results"):
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise UserError(f"{where}: not valid results: JSON nested too deeply") from None
     return results_from_dict(data, where)
 
 

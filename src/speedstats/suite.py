@@ -8,6 +8,7 @@ may start from one of them with `extends: NAME` and override any field; cases ar
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 
 import yaml
@@ -106,6 +107,8 @@ def _read_yaml(path):
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a suite: YAML nested too deeply") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: a suite must be a YAML mapping")
     return data
@@ -139,6 +142,7 @@ def _merge_cases(base_cases, override_cases, where):
     for i, case in enumerate(override_cases):
         if not isinstance(case, dict) or "id" not in case:
             raise UserError(f"{where}: cases[{i}] must be a mapping with an 'id'")
+        _skip(case, f"{where}: cases[{i}]")
         if case["id"] in index:
             target = merged[index[case["id"]]]
             for key, value in case.items():
@@ -149,7 +153,18 @@ def _merge_cases(base_cases, override_cases, where):
         else:
             index[case["id"]] = len(merged)
             merged.append(copy.deepcopy(case))
-    return [c for c in merged if not c.get("skip")]
+    return merged  # skipped cases are dropped by suite_from_dict
+
+
+def _skip(case, where):
+    """A case's `skip`: true or false only (a string such as "false" would read as true)."""
+    value = case.get("skip", False)
+    if not isinstance(value, bool):
+        raise UserError(f"{where}: field 'skip' must be true or false, got {value!r}")
+    return value
+
+
+MAX_INTEGER = 2**31 - 1
 
 
 def _number(data, key, where, default=None, integer=False, minimum=None, required=False):
@@ -159,10 +174,17 @@ def _number(data, key, where, default=None, integer=False, minimum=None, require
         return default
     value = data[key]
     kind = "an integer" if integer else "a number"
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "\u2026"
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise UserError(f"{where}: field '{key}' must be {kind}, got {value!r}")
+        raise UserError(f"{where}: field '{key}' must be {kind}, got {shown}")
+    try:
+        finite = math.isfinite(float(value))
+    except OverflowError:
+        finite = False
+    if not finite or (integer and abs(value) > MAX_INTEGER):
+        raise UserError(f"{where}: field '{key}' must be a finite number of sensible size, got {shown}")
     if minimum is not None and value < minimum:
-        raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {value!r}")
+        raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {shown}")
     return value
 
 
@@ -198,9 +220,10 @@ def _case(data, i, suite_defaults, where):
         ms = {DEFAULT_GPU_KEY: ms}
     if not isinstance(ms, dict):
         raise UserError(f"{where}: field 'max_oneflow_ms' must map GPU names to milliseconds")
-    for gpu, value in ms.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"{where}: field 'max_oneflow_ms.{gpu}' must be a number, got {value!r}")
+    for gpu in ms:
+        if isinstance(ms[gpu], bool) or not isinstance(ms[gpu], (int, float)):
+            raise UserError(f"{where}: field 'max_oneflow_ms.{gpu}' must be a number, got {ms[gpu]!r}")
+        _number({f"max_oneflow_ms.{gpu}": ms[gpu]}, f"max_oneflow_ms.{gpu}", where, minimum=0)
     case = CaseSpec(
         id=case_id,
         kind=kind,
@@ -215,7 +238,7 @@ def _case(data, i, suite_defaults, where):
         num_workers=_number(data, "num_workers", where, default=0 if kind == "swin_dataloader" else None,
                             integer=True, minimum=0),
         input_size=_number(data, "input_size", where, default=224, integer=True, minimum=1),
-        min_relative_speed=_number(data, "min_relative_speed", where),
+        min_relative_speed=_number(data, "min_relative_speed", where, minimum=0),
         max_oneflow_ms={str(k): float(v) for k, v in ms.items()},
     )
     if case.kind == "swin_dataloader" and case.ddp:
@@ -240,7 +263,11 @@ def suite_from_dict(data, where):
     cases_data = data.get("cases")
     if not isinstance(cases_data, list) or not cases_data:
         raise UserError(f"{where}: field 'cases' must be a non-empty list")
-    cases = [_case(c, i, defaults, where) for i, c in enumerate(cases_data)]
+    kept = [(i, c) for i, c in enumerate(cases_data)
+            if not (isinstance(c, dict) and _skip(c, f"{where}: cases[{i}]"))]
+    if not kept:
+        raise UserError(f"{where}: every case has 'skip: true'; nothing to run")
+    cases = [_case(c, i, defaults, where) for i, c in kept]
     seen = set()
     for case in cases:
         if case.id in seen:
@@ -261,6 +288,8 @@ def suite_from_dict(data, where):
         seed=_number(ds, "seed", dw, default=0, integer=True),
         cache_dir=ds.get("cache_dir"),
     )
+    if dataset.cache_dir is not None and (not isinstance(dataset.cache_dir, str) or not dataset.cache_dir):
+        raise UserError(f"{dw}: field 'cache_dir' must be a folder path, got {dataset.cache_dir!r}")
     if dataset.max_side < dataset.min_side:
         raise UserError(f"{dw}: field 'max_side' must be at least 'min_side'")
     interleave = data.get("interleave", True)

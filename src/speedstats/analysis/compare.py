@@ -170,7 +170,7 @@ def table_context(report):
     for row in report.rows:
         c = row.comparison
         rows.append({
-            "case": row.case_id,
+            "case": _cell(row.case_id),
             "framework": row.label,
             "base": _time_text(c.base_s, row.kind),
             "head": _time_text(c.head_s, row.kind),
@@ -209,8 +209,10 @@ def _percent(fraction):
 
 
 def _cell(text):
-    """Text safe inside one markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
+    from speedstats.text import fence_safe
+
+    return fence_safe(text, 300).replace("|", "\\|")
 
 
 def render_table(report, templates_dir=None):

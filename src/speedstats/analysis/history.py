@@ -96,6 +96,8 @@ def _entry(text, number, where):
         record = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise UserError(f"{where}: JSON nested too deeply") from None
     if not isinstance(record, dict):
         raise UserError(f"{where}: must be a JSON object")
     schema = record.get("schema")

@@ -20,6 +20,7 @@ from speedstats.analysis.stats import spread
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.results import FRAMEWORKS
+from speedstats.text import one_line
 
 FRAMEWORK_STYLE = {
     "oneflow": {"label": "OneFlow", "color": "#1f77b4"},
@@ -107,14 +108,15 @@ def plot_case(entries, case_id, path):
         axes.plot(xs, medians, marker="o", linewidth=2, color=style["color"], label=style["label"])
     crowded = len(entries) > 8
     axes.set_xticks(xs)
-    axes.set_xticklabels([e.label for e in entries], rotation=45 if crowded else 0,
-                         ha="right" if crowded else "center", fontsize=8)
+    # parse_math=False: a `$` in a GPU name, case id or label is text, not the start of mathtext
+    axes.set_xticklabels([one_line(e.label, 40) for e in entries], rotation=45 if crowded else 0,
+                         ha="right" if crowded else "center", fontsize=8, parse_math=False)
     axes.set_xlim(-0.5, max(len(entries) - 0.5, 0.5))
     axes.set_ylim(bottom=0)
     axes.set_xlabel("commit")
     axes.set_ylabel(f"time per iteration ({unit})")
     newest = entries[-1].results
-    axes.set_title(f"{case_id} on {newest.gpu_name} ({newest.device})")
+    axes.set_title(one_line(f"{case_id} on {newest.gpu_name} ({newest.device})", 120), parse_math=False)
     axes.grid(True, alpha=0.3)
     axes.legend(loc="best")
     figure.tight_layout()

@@ -5,9 +5,8 @@ import signal
 import sys
 from pathlib import Path
 
-from speedstats.errors import UserError
+from speedstats.errors import EXIT_CASE_FAILED, EXIT_VERDICT_FAILED, UserError
 
-EXIT_CASE_FAILED = 3
 BENCHMARK_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
 
 
@@ -17,7 +16,8 @@ def register(subparsers):
         help="run the benchmark suite with OneFlow and PyTorch",
         description="Run every case of the suite with both frameworks, write OUT/results.json and "
         "OUT/comment.md, and print the comment. Exit 0 when the verdict passes, 1 when it fails, "
-        "2 on bad input, 3 when a case produced no figures.",
+        "2 on bad input, 3 when a case produced no figures, 4 when the device stayed busy, 6 on an "
+        "internal error.",
     )
     p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
     p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
@@ -128,10 +128,12 @@ def run_command(args):
         from speedstats.analysis.history import check_history_file
 
         check_history_file(args.history)
-    out = Path(args.out)
+    out = check_outputs(args)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
     lock_timeout = suite.lock_timeout_s if args.lock_timeout is None else args.lock_timeout
+    if not 0 <= lock_timeout < float("inf"):  # NaN fails this too
+        raise UserError(f"--lock-timeout: must be a finite number of seconds, not negative, got {lock_timeout}")
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
     from speedstats.bench.builds import prepare_builds
 
@@ -200,6 +202,20 @@ def build_requests(suite, args):
     return requests, contenders
 
 
+def check_outputs(args):
+    """The output folder, made now, and its files checked, so a bad --out fails before measuring."""
+    from speedstats.fsutil import check_output_file, ensure_dir
+
+    out = ensure_dir(Path(args.out), "--out folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UserError(f"{out}: cannot write into the --out folder: permission denied")
+    for name in ("results.json", "comment.md"):
+        check_output_file(out / name, name)
+    if args.bundle:
+        ensure_dir(Path(args.bundle), "--bundle folder")
+    return out
+
+
 def bundle_identity_or_fail(bundle_dir):
     """The job's PR, head sha, run id and repo for --bundle, checked before anything is measured."""
     if not bundle_dir:
@@ -225,8 +241,12 @@ def report(results, suite, out, args, bundle_identity=None):
     comment_path = out / "comment.md"
     write_atomic(comment_path, rendered.body)
     if not args.quiet:
-        sys.stdout.write(rendered.body + "\n")
-        sys.stdout.flush()
+        from speedstats.fsutil import write_stdout
+
+        try:
+            write_stdout(rendered.body + "\n")
+        except (UserError, BrokenPipeError):  # the comment is in comment.md; the verdict still counts
+            _progress("speedstats: stdout is closed; the comment is only in " + str(comment_path))
     results_path = out / "results.json"
     set_output("verdict", "pass" if rendered.passed else "fail")
     set_output("score", str(rendered.score))
@@ -248,7 +268,7 @@ def report(results, suite, out, args, bundle_identity=None):
               + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
     if failed:
         return EXIT_CASE_FAILED
-    return 0 if rendered.passed else 1
+    return 0 if rendered.passed else EXIT_VERDICT_FAILED
 
 
 def _terminate(signum, frame):

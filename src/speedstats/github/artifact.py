@@ -34,9 +34,13 @@ def register(subparsers, mode_option):
     p.add_argument("--artifact-name", default=DEFAULT_ARTIFACT, metavar="NAME",
                    help=f"name of the bundle artifact (default: {DEFAULT_ARTIFACT})")
     mode_option(p)
-    p.add_argument("--rerender", action="store_true",
-                   help="render the body from the bundle's results.json even when it carries comment.md "
-                        "(that text was written by the pull request's own workflow)")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--verbatim", action="store_true",
+                      help="UNSAFE: post the bundle's comment.md as it is. That text was written by the pull "
+                           "request's own workflow, so a fork can post anything under the bot's name. By "
+                           "default the body is rendered here from the bundle's results.json")
+    text.add_argument("--rerender", action="store_true",
+                      help="render the body from the bundle's results.json (the default; kept for old workflows)")
     p.add_argument("--suite", metavar="FILE", help="suite whose thresholds rendering uses (default: the "
                                                    "built-in profile named in results.json, if any)")
     p.add_argument("--profile", metavar="NAME", help="built-in suite profile for rendering")
@@ -46,7 +50,9 @@ def register(subparsers, mode_option):
     p.add_argument("--automerge-label", default="automerge", metavar="LABEL",
                    help="label the guard removes (default: automerge)")
     p.add_argument("--repo", metavar="OWNER/NAME", help="repository (default: $GITHUB_REPOSITORY)")
-    p.add_argument("--author", metavar="LOGIN", help="only treat comments by this login as the bot's")
+    from speedstats.github.cli import AUTHOR_HELP
+
+    p.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
     p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN, then $INPUT_TOKEN)")
     p.add_argument("--api-url", metavar="URL",
                    help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
@@ -141,7 +147,9 @@ def post_from_artifact_command(args):
                   file=sys.stderr)
             return 0
         target = verify(client, repo, workflow_run, bundle, where)
-        body = bundle.body if bundle.body is not None and not args.rerender else render_body(bundle, args)
+        if args.verbatim and bundle.body is None:
+            raise UserError(f"--verbatim: {where}: the bundle has no comment.md")
+        body = bundle.body if args.verbatim else render_body(bundle, args)
         code = cli.post_kind(args, target, client, SPEED_STATS, body)
         if args.docs_base_url:
             from speedstats.github.post import docs_preview_text

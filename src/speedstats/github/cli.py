@@ -7,12 +7,15 @@ runs, so `speedstats --help` stays quick.
 
 import sys
 
-from speedstats.errors import UserError
+from speedstats.errors import SpeedstatsError, UserError
 from speedstats.fsutil import read_text
 from speedstats.github import context
 from speedstats.github.markers import DOCS_PREVIEW, SPEED_STATS
 
 FORKS_DOC = "docs/forks.md"
+AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own login from GET /user; "
+               "github-actions[bot] when the token cannot read it, as GITHUB_TOKEN cannot). Give it for a "
+               "GitHub App's installation token, e.g. my-app[bot]. A marker on anyone else's comment is ignored")
 
 
 def _common(parser, author=True):
@@ -28,9 +31,7 @@ def _common(parser, author=True):
                         help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
     parser.add_argument("--dry-run", action="store_true", help="print what would be sent; write nothing")
     if author:
-        parser.add_argument("--author", metavar="LOGIN",
-                            help="only treat comments by this login as the bot's (default: any comment "
-                                 "carrying the bot's marker)")
+        parser.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
 
 
 def _mode(parser, default="update"):
@@ -109,17 +110,14 @@ def report_read_only(target, body, what):
 
 
 def guarded(run, client):
-    """Run a command body; unexpected errors come out with the token redacted."""
+    """Run a command body; its errors keep their exit status and lose the token. (Anything else is a
+    bug, which the CLI reports as an internal error, the token redacted there too.)"""
     try:
         return run()
-    except UserError as exc:
+    except SpeedstatsError as exc:
         if client is not None:
-            raise UserError(client.redact(exc)) from None
+            raise type(exc)(client.redact(exc)) from None
         raise
-    except Exception as exc:  # noqa: BLE001 - a bug or an odd failure: say what, never the token
-        text = f"{type(exc).__name__}: {exc}"
-        print("speedstats: error: " + (client.redact(text) if client is not None else text), file=sys.stderr)
-        return 1
 
 
 def emit_comment_url(outcome):
@@ -136,8 +134,13 @@ def post_kind(args, target, client, kind, body, emit_url=True):
     if client is not None and target.head_sha is None and kind == SPEED_STATS:
         target.head_sha = client.pull(target)[0]
     api_url = context.resolve_api_url(args.api_url)
+    author = getattr(args, "author", None)
+    if author is not None and not author.strip():
+        raise UserError("--author: must not be empty")
+    if client is not None and not author and args.mode == "update":  # a new comment needs no finding
+        author = client.login()
     try:
-        outcome = post_comment(client, target, kind, body, mode=args.mode, author=getattr(args, "author", None),
+        outcome = post_comment(client, target, kind, body, mode=args.mode, author=author,
                                dry_run=args.dry_run, api_url=api_url)
     except ReadOnlyToken:
         return report_read_only(target, body, "post the comment")
@@ -181,8 +184,9 @@ def run_guard(args, target, client, job, label, status):
     from speedstats.github.post import automerge_guard, automerge_removed_text
 
     try:
+        author = getattr(args, "author", None) or (client.login() if client is not None else None)
         outcome = automerge_guard(client, target, job, label=label, status=status, dry_run=args.dry_run,
-                                  api_url=context.resolve_api_url(args.api_url))
+                                  api_url=context.resolve_api_url(args.api_url), author=author)
     except ReadOnlyToken:
         return report_read_only(target, automerge_removed_text(job, label), f"remove the {label!r} label")
     if outcome.action != "dry-run":

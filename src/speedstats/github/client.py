@@ -5,23 +5,42 @@ have been stored anyway: after such a failure, create_comment lists the comments
 for the one it was posting before it posts again. 5xx and network errors back off exponentially;
 403/429 rate limits wait what GitHub asks (Retry-After, or the primary limit's reset time).
 
+Deadlines: each API call (its pages and an artifact's body included) must finish within
+`request_deadline_s`, counted from its start: the per-read timeout of requests alone lets a server
+that drips one byte at a time hold a command forever. The whole command stops retrying at
+`command_deadline_s`. Running out of retries or time is GitHubUnreachable (exit 5); a refusal that
+retrying cannot fix (401, 404, 422) is a UserError (exit 2).
+
 The token is never printed: every message leaving this module passes through redact().
 """
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import math
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from speedstats.errors import UserError
+from speedstats.errors import GitHubUnreachable, UserError
 from speedstats.github import storage
 from speedstats.text import one_line
 
 FORK_MESSAGES = ("resource not accessible by integration", "resource not accessible by personal access token")
 TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
+REQUEST_DEADLINE_ENV = "SPEEDSTATS_GITHUB_REQUEST_DEADLINE"
+COMMAND_DEADLINE_ENV = "SPEEDSTATS_GITHUB_DEADLINE"
+# Who posts with the Actions GITHUB_TOKEN; GET /user answers 403 for it (and for any app installation token).
+ACTIONS_BOT_LOGIN = "github-actions[bot]"
+
+
+class _DeadlinePassed(BaseException):
+    """Raised by the alarm inside a request that ran past its deadline (a BaseException, so that no
+    library code on the way catches it and carries on with the connection)."""
 
 
 class ReadOnlyToken(Exception):
@@ -36,20 +55,20 @@ class RetryPolicy:
     max_wait_s: float = 300.0  # longest rate-limit wait honoured; beyond it the command fails
     secondary_wait_s: float = 60.0  # GitHub: wait a minute when a secondary limit gives no Retry-After
     time_scale: float = 1.0  # multiplies every wait, PyGithub's pacing included (tests set it near 0)
+    request_deadline_s: float = 120.0  # one API call, connect, headers and body together
+    command_deadline_s: float = 900.0  # every call and wait of the command together
 
     @classmethod
     def from_env(cls, environ=None):
         env = os.environ if environ is None else environ
-        raw = env.get(TIME_SCALE_ENV)
-        if not raw:
-            return cls()
-        try:
-            scale = float(raw)
-        except ValueError:
-            raise UserError(f"{TIME_SCALE_ENV}: must be a number, got {raw!r}") from None
-        if scale < 0:
-            raise UserError(f"{TIME_SCALE_ENV}: must not be negative, got {raw!r}")
-        return cls(time_scale=scale)
+        values = {}
+        for name, key, positive in ((TIME_SCALE_ENV, "time_scale", False),
+                                    (REQUEST_DEADLINE_ENV, "request_deadline_s", True),
+                                    (COMMAND_DEADLINE_ENV, "command_deadline_s", True)):
+            raw = env.get(name)
+            if raw:
+                values[key] = _seconds(raw, name, positive)
+        return cls(**values)
 
     def backoff(self, attempt):
         return min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
@@ -88,6 +107,38 @@ class ArtifactInfo:
     download_url: str
 
 
+def _seconds(raw, name, positive):
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UserError(f"{name}: must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise UserError(f"{name}: must be a {'positive' if positive else 'non-negative'} number, got {raw!r}")
+    return value
+
+
+@contextlib.contextmanager
+def _alarm(seconds):
+    """Raise _DeadlinePassed in the main thread after `seconds` (elsewhere only the read timeouts hold)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise _DeadlinePassed()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    started = time.monotonic()
+    outer, _interval = signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:  # someone else's timer was running: give it back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
+
+
 def _header(headers, name):
     for key, value in (headers or {}).items():
         if key.lower() == name.lower():
@@ -116,6 +167,8 @@ class GitHubClient:
         self.policy = policy or RetryPolicy()
         self.err = err or sys.stderr
         self._runs = {}
+        self._login = None
+        self._command_deadline = time.monotonic() + self.policy.command_deadline_s
         scale = self.policy.time_scale
         self._gh = github.Github(
             auth=github.Auth.Token(token),
@@ -142,6 +195,8 @@ class GitHubClient:
 
         if isinstance(exc, storage.StorageError):
             return (self.policy.backoff(attempt), str(exc)) if exc.retriable else None
+        if isinstance(exc, _Unreadable):
+            return self.policy.backoff(attempt), str(exc)
         if not isinstance(exc, GithubException):  # network error, timeout, dropped connection
             return self.policy.backoff(attempt), f"could not reach GitHub ({type(exc).__name__})"
         status = exc.status
@@ -164,21 +219,26 @@ class GitHubClient:
                 wait = self.policy.secondary_wait_s
                 why = f"GitHub answered {status} secondary rate limit"
             if wait > self.policy.max_wait_s:
-                raise UserError(f"GitHub rate limit: asked to wait {wait:.0f}s, more than the "
-                                f"{self.policy.max_wait_s:.0f}s this command waits; try again later")
+                raise GitHubUnreachable(f"GitHub rate limit: asked to wait {wait:.0f}s, more than the "
+                                        f"{self.policy.max_wait_s:.0f}s this command waits; try again later")
             return max(wait, self.policy.backoff(attempt)), why
         return None
 
     def _error(self, exc, what):
-        """The UserError (or ReadOnlyToken) for a failed request."""
+        """The error to raise for a failed request: GitHubUnreachable when retrying might have helped,
+        UserError when the request itself was refused, ReadOnlyToken for a fork's token."""
         from github import GithubException
 
-        if isinstance(exc, storage.StorageError):
-            return UserError(self.redact(f"{what}: {exc}"))
+        if isinstance(exc, storage.StorageError):  # retries that ran out, or a refusal of the storage host
+            return (GitHubUnreachable if exc.retriable else UserError)(self.redact(f"{what}: {exc}"))
+        if isinstance(exc, _Unreadable):
+            return GitHubUnreachable(self.redact(f"GitHub API ({self.api_url}): {what}: {exc}"))
         if not isinstance(exc, GithubException):
-            return UserError(self.redact(f"GitHub API ({self.api_url}): {what} failed: "
-                                         f"{type(exc).__name__}: {exc}"))
+            return GitHubUnreachable(self.redact(f"GitHub API ({self.api_url}): {what} failed: "
+                                                 f"{type(exc).__name__}: {exc}"))
         status, message = exc.status, _message(exc)
+        if status >= 500 or status == 429 or (status == 403 and "rate limit" in message.lower()):
+            return GitHubUnreachable(self.redact(f"{what}: GitHub answered {status} {message}".rstrip()))
         if status == 403 and message.lower().startswith(FORK_MESSAGES):
             return ReadOnlyToken(self.redact(f"{what}: GitHub answered 403 {message}"))
         if status == 401:
@@ -188,19 +248,47 @@ class GitHubClient:
                 f"{what}: not found (404); check the repository and number, and that the token can read it"))
         return UserError(self.redact(f"{what}: GitHub answered {status} {message}".rstrip()))
 
-    def _call(self, what, fn, on_retry: Callable[[], object] | None = None):
+    def _remaining(self):
+        return self._command_deadline - time.monotonic()
+
+    def _once(self, what, fn, deadline_s=None):
+        """fn() within the request deadline, or deadline_s (and what is left of the command's)."""
+        limit = min(deadline_s or self.policy.request_deadline_s, self._remaining())
+        if limit <= 0:
+            raise GitHubUnreachable(f"{what}: gave up, the command's deadline of "
+                                    f"{self.policy.command_deadline_s:g}s has passed")
+        try:
+            with _alarm(limit):
+                return fn()
+        except _DeadlinePassed:
+            raise _Unreadable(f"no complete answer within {limit:.3g}s") from None
+        except ValueError as exc:  # JSON that does not parse
+            raise _Unreadable(f"GitHub's answer is not valid JSON ({one_line(exc, 120)})") from None
+        except (TypeError, KeyError, AttributeError, IndexError) as exc:
+            if not _raised_in_pygithub(exc):
+                raise
+            # PyGithub takes a body that is not JSON as {"data": text}, then trips over it
+            raise _Unreadable(f"GitHub's answer is not the JSON the API returns ({type(exc).__name__}: "
+                              f"{one_line(exc, 80)})") from None
+
+    def _call(self, what, fn, on_retry: Callable[[], object] | None = None, deadline_s=None):
         """fn() with retries. on_retry runs before each retry; a non-None result ends the loop with it."""
         import requests
         from github import GithubException
 
         for attempt in range(1, self.policy.attempts + 1):
             try:
-                return fn()
-            except (GithubException, requests.exceptions.RequestException, storage.StorageError) as exc:
+                return self._once(what, fn, deadline_s)
+            except (GithubException, requests.exceptions.RequestException, storage.StorageError,
+                    _Unreadable) as exc:
                 decision = self._retry_wait(exc, attempt)
                 if decision is None or attempt == self.policy.attempts:
                     raise self._error(exc, what) from None
                 wait, why = decision
+                if wait * self.policy.time_scale >= self._remaining():
+                    raise GitHubUnreachable(self.redact(
+                        f"{what}: {why}; gave up, a retry in {wait:g}s would pass the command's deadline of "
+                        f"{self.policy.command_deadline_s:g}s")) from None
                 self.notice(f"{what}: {why}; retry {attempt} of "
                             f"{self.policy.attempts - 1} in {wait:g}s")
                 self.policy.sleep(wait)
@@ -211,6 +299,28 @@ class GitHubClient:
 
     def _repo(self, repo):
         return self._gh.get_repo(repo)
+
+    def login(self):
+        """Whom this token posts as: GET /user, or github-actions[bot] when GitHub will not say (403:
+        an installation token such as the Actions GITHUB_TOKEN)."""
+        from github import GithubException
+
+        if self._login is None:
+            def fetch():
+                try:
+                    return self._gh.get_user().login
+                except GithubException as exc:
+                    if exc.status == 403 and "rate limit" not in _message(exc).lower():
+                        return None
+                    raise
+
+            login = self._call("find the token's login (GET /user)", fetch)
+            if not isinstance(login, str) or not login:
+                login = ACTIONS_BOT_LOGIN
+                self.notice(f"the token cannot read GET /user (an installation token); taking its comments "
+                            f"to be {login}'s (give --author for a GitHub App's token)")
+            self._login = login
+        return self._login
 
     # -- comments --------------------------------------------------------------------------------------
 
@@ -364,7 +474,8 @@ class GitHubClient:
             storage.fetch(location, max_bytes, out, deadline_s)
             return out
 
-        self._call(what, fetch)
+        # A large artifact may take longer than an API call is allowed: the download has its own deadline.
+        self._call(what, fetch, deadline_s=deadline_s + storage.SOCKET_TIMEOUT_S)
         return out.getvalue() if sink is None else None
 
     def _api_get(self, url):
@@ -375,6 +486,22 @@ class GitHubClient:
                                           "X-GitHub-Api-Version": "2022-11-28",
                                           "User-Agent": "speedstats"},
                             allow_redirects=False, stream=True, timeout=storage.SOCKET_TIMEOUT_S)
+
+
+def _raised_in_pygithub(exc):
+    import github
+
+    package = os.path.dirname(os.path.abspath(github.__file__)) + os.sep
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    return bool(frames) and os.path.abspath(frames[-1]).startswith(package)
+
+
+class _Unreadable(Exception):
+    """GitHub's answer did not come whole in time, or is not JSON: worth a retry."""
 
 
 def _response_error(response):

@@ -86,7 +86,7 @@ def read_event(environ=None):
             payload = json.load(f)
     except FileNotFoundError:
         raise UserError(f"GITHUB_EVENT_PATH ({path}): event file not found") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise UserError(f"GITHUB_EVENT_PATH ({path}): not a readable JSON event: {exc}") from None
     if not isinstance(payload, dict):
         raise UserError(f"GITHUB_EVENT_PATH ({path}): the event must be a JSON object")

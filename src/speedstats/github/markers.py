@@ -10,7 +10,8 @@ comment that GitHub does not render:
 Fields are `key=value`, values %-quoted (urllib.parse.quote) so a job name with spaces stays one
 field; `post=<nonce>` is added in `--mode new` to tell one's own fresh comment from an earlier one.
 A marker counts only as the last line of a body, so a reply that quotes the bot ("> <!-- ...") is
-never taken for the bot's comment.
+never taken for the bot's comment, and only on a comment by the bot's own login (post.own_comments
+with the author the CLI resolves), since anyone can paste a marker into a comment of their own.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Posting: the Speed-stats comment (update or new), the docs-preview link and the automerge guard.
 
 Update mode keeps one comment per kind on a pull request. It finds the bot's comment by its marker
-(any author, unless `author` is given) or, for a pull request that the old bot commented on, by the
-old bot's text; it edits that comment, or creates one. Find-then-create is not atomic, so after every
+on a comment by `author` (the CLI passes the token's own login, so a marker that someone else copied
+into their comment is neither taken as newer results nor edited) or, for a pull request that the old
+bot commented on, by the old bot's text; it edits that comment, or creates one. Find-then-create is not atomic, so after every
 write it lists again and, when two runs both created one, keeps the newest body (by the head commit's
 place in the pull request) in the oldest comment and deletes the others. Every run that sees the
 duplicates makes the same choice, so concurrent runs converge on one comment.
@@ -53,7 +54,8 @@ def _same_author(comment, author):
 
 
 def own_comments(comments, kind, author=None):
-    """The bot's comments of a kind, recognised by their marker (and author, when given)."""
+    """The bot's comments of a kind: the marker on a comment by `author` (None: any author, for tests
+    and tools that read a thread they trust)."""
     out = []
     for comment in comments:
         marker = parse_marker(comment.body)
@@ -190,7 +192,7 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
 
 
 def automerge_guard(client, target, job, label="automerge", status="failure", dry_run=False, out=None,
-                    api_url=""):
+                    api_url="", author=None):
     """When the job failed and the pull request has the label: remove it, then say so once."""
     out = out or sys.stdout
     if status != "failure":
@@ -211,7 +213,7 @@ def automerge_guard(client, target, job, label="automerge", status="failure", dr
         return Outcome("dry-run", "dry run")
     if not client.remove_label(target, present[0]):
         return Outcome("skipped", f"{target}: the {label!r} label was removed by another run")
-    said = [c for c in client.list_comments(target) if c.body == full]
+    said = [c for c in client.list_comments(target) if c.body == full and _same_author(c, author)]
     if said:
         return Outcome("unchanged", f"{target}: removed label {label!r}; already said so", said[0])
     created = client.create_comment(target, full, lambda cs: next((c for c in cs if c.body == full), None))
