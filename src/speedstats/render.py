@@ -17,7 +17,7 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
-from speedstats.text import fence_safe
+from speedstats.text import fence_safe, markdown_safe
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
@@ -217,8 +217,8 @@ def _percent(ratio):
 
 
 def _cell(text):
-    """Text safe inside one markdown table cell: one line, pipes escaped."""
-    return verdicts.one_line(text).replace("|", "\\|")
+    """Text from results safe as markdown, inside a table cell too: one line, nothing active."""
+    return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
 
 
 def _paired_row(case):
@@ -279,7 +279,7 @@ def build_text(provenance):
                   if (packages.get(name) or {}).get("version")]
     if companions:
         text += f" with {', '.join(companions)}"
-    return verdicts.one_line(text)
+    return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
 
 
 def notes_context(results):

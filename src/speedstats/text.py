@@ -29,3 +29,14 @@ def fence_safe(text, limit):
     text = _FENCE.sub(lambda m: "\u02cb" * len(m.group()) if m.group()[0] == "`" else "\u02dc" * len(m.group()), text)
     text = _TAG_START.sub("\u2039", text)
     return one_line(text, limit)
+
+
+# Enough to keep links, images, code and table cells from forming; emphasis is left alone.
+_MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]|])")
+
+
+def markdown_safe(text, limit):
+    """Text from outside made harmless in markdown (after the code fence): what fence_safe does, with
+    brackets, backticks and pipes escaped (no link, image, code or extra table cell) and no @mention
+    (a word joiner after each @)."""
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
