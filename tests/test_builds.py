@@ -223,6 +223,29 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
 
 
+PREPARE = """
+import sys
+from speedstats.bench.builds import parse_build_spec, prepare_build
+request = parse_build_spec(sys.argv[1], "oneflow", sys.argv[2], companion_specs=[sys.argv[3]])
+print(prepare_build(request, sys.argv[4]).site_dir)
+"""
+
+
+def test_two_runs_preparing_the_same_build_install_it_once(tmp_path):
+    oneflow_wheel = stand_in_oneflow(tmp_path / "w")
+    flowvision_wheel = stand_in_flowvision(tmp_path / "w")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    runs = [subprocess.Popen([sys.executable, "-c", PREPARE, role, str(oneflow_wheel), str(flowvision_wheel),
+                              str(tmp_path / "cache")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for role in ("oneflow", "oneflow_base")]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    (folder,) = cache_entries(tmp_path / "cache")
+    assert {out.strip() for out, _ in outputs} == {str(tmp_path / "cache" / "builds" / folder / "site")}
+    assert sum("installing with pip" in err for _, err in outputs) == 1
+    assert sum(": cached, oneflow 0.0.1+fake" in err for _, err in outputs) == 1
+
+
 def test_worker_env_puts_the_build_first():
     from speedstats.bench.builds import Build
 

@@ -363,19 +363,17 @@ def _cache_key(request, wheel_hashes, python_version):
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def _load_cached(request, folder):
-    try:
-        stored = json.loads((folder / "build.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return Build(role=request.role, family=request.family, site_dir=folder / "site",
-                 provenance={**stored, "role": request.role}, description=request.describe())
+def _finished(folder):
+    return (folder / "build.json").is_file()
 
 
 def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_timeout_s, pip_timeout_s):
     """Install into a temporary folder next to `folder`, probe it, rename it into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would hide the build from other users' jobs
         site = tmp / "site"
         command = [python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
                    "--no-warn-script-location", "--target", str(site),
@@ -428,20 +426,26 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
     key = _cache_key(request, wheel_hashes, _python_version(python))
     builds_dir = Path(cache_dir) / "builds"
     folder = builds_dir / f"{request.family}-{key[:16]}"
-    cached = _load_cached(request, folder)
-    if cached is None:
+    if not _finished(folder):
         builds_dir.mkdir(parents=True, exist_ok=True)
         with _build_lock(builds_dir / f".{folder.name}.lock", request, progress):
-            cached = _load_cached(request, folder)
-            if cached is None:
+            if not _finished(folder):
                 for stale in builds_dir.glob(f".{folder.name}.tmp-*"):  # a killed run's; we hold the lock
                     shutil.rmtree(stale, ignore_errors=True)
                 build = _install(request, folder, wheel_hashes, key, python, progress,
                                  probe_timeout_s, pip_timeout_s)
                 progress(f"build {request.describe()}: {_summary(build.provenance)}, in {folder}")
                 return build
-    progress(f"build {request.describe()}: cached, {_summary(cached.provenance)}, in {folder}")
-    return cached
+    # Probed again, not read from build.json: the environment under the build (numpy, the CUDA
+    # libraries) may have changed since it was installed, and a build that no longer imports must
+    # fail here, before anything is measured.
+    build = Build(role=request.role, family=request.family, site_dir=folder / "site", provenance={},
+                  description=request.describe())
+    report = _probe(request, build, python, probe_timeout_s)
+    _check_took_effect(request, report, build.site_dir)
+    build.provenance = _provenance(request, report, wheel_hashes=wheel_hashes, cache_key=key)
+    progress(f"build {request.describe()}: cached, {_summary(build.provenance)}, in {folder}")
+    return build
 
 
 def prepare_builds(requests, cache_dir, python=sys.executable, progress=print_to_stderr):
