@@ -77,7 +77,7 @@ def main():
     args = parser.parse_args()
     cache = oneflow_builds.DEFAULT_CACHE
     wheels = {"repacked": oneflow_builds.repacked_oneflow_wheel(cache), "slow": oneflow_builds.slow_oneflow_wheel(cache)}
-    builds = {name: prepare_build(parse_build_spec(name, "oneflow", str(wheel)), cache / "installed")
+    builds = {name: prepare_build(parse_build_spec(name, "oneflow", str(wheel)), oneflow_builds.BUILD_CACHE)
               for name, wheel in wheels.items()}
     began = time.monotonic()
     processes = {}

@@ -24,6 +24,8 @@ from pathlib import Path
 
 ONEFLOW_VERSION = "0.9.0"
 DEFAULT_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "test-builds"
+# Where tests and benchmarks install these builds (the cache_dir of speedstats.bench.builds).
+BUILD_CACHE = DEFAULT_CACHE / "installed"
 
 _CONV2D_FORWARD = "    def forward(self, x):\n        return self._conv_forward(x, self.weight, self.bias)\n"
 _SLOW_CONV2D_FORWARD = (

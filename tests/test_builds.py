@@ -223,6 +223,37 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
 
 
+def test_a_wheelhouse_with_one_wheel_per_python_installs_the_one_that_fits(tmp_path):
+    ours = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    other = "cp38" if ours != "cp38" else "cp39"
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    stand_in = stand_in_oneflow(tmp_path / "w")
+    for tag in (ours, other):
+        (house / f"oneflow-0.0.1+fake-{tag}-{tag}-linux_x86_64.whl").write_bytes(stand_in.read_bytes())
+    stand_in_flowvision(house)
+    build = prepare_build(parse_build_spec("oneflow", "oneflow", str(house)), tmp_path / "cache",
+                          progress=lambda _: None)
+    assert build.provenance["packages"]["oneflow"]["wheel"] == f"oneflow-0.0.1+fake-{ours}-{ours}-linux_x86_64.whl"
+    assert build.provenance["packages"]["flowvision"]["wheel"] == "flowvision-0.0.1+fake-py3-none-any.whl"
+
+    (house / "oneflow-0.0.1+fake-py3-none-any.whl").write_bytes(stand_in.read_bytes())
+    with pytest.raises(UserError, match=r"^oneflow \(wheel .*\): several wheels of oneflow fit Python "
+                                        r"[0-9.]+: oneflow-0\.0\.1\+fake-.*; give one$"):
+        prepare_build(parse_build_spec("oneflow", "oneflow", str(house)), tmp_path / "cache")
+
+
+def test_wheel_tags_that_fit_a_python():
+    from speedstats.bench.builds import _wheel_fits
+
+    fits = {name: _wheel_fits(name, "3.10.12") for name in (
+        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "oneflow-0.9.0-cp39-cp39-manylinux2014_x86_64.whl",
+        "x-1-py3-none-any.whl", "x-1-cp38-abi3-linux_x86_64.whl", "x-1-cp311-abi3-linux_x86_64.whl",
+        "x-1-py2-none-any.whl", "x-1-cp310-cp310m-linux_x86_64.whl")}
+    assert [name for name, fit in fits.items() if fit] == [
+        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl", "x-1-cp38-abi3-linux_x86_64.whl"]
+
+
 PREPARE = """
 import sys
 from speedstats.bench.builds import parse_build_spec, prepare_build

@@ -5,7 +5,10 @@ A build other than "installed" gets its own folder, `<cache>/builds/<family>-<ke
 and the workers put it first on PYTHONPATH, so they import those packages from it and everything else
 (numpy, pillow, protobuf, the CUDA libraries) from the running environment. The key is a sha256 over
 the family, each wheel's sha256 or requirement, the pip arguments and the Python version, so a rerun
-with the same inputs reuses the folder without running pip.
+with the same inputs reuses the folder without running pip. A requirement is cached by its text: one
+that is not pinned to an exact version (`oneflow==0.9.1.dev20240101+cu118`) stays at the version it
+first installed. A folder or glob may hold one wheel of a project per Python version; the one that
+fits the workers' Python is taken.
 
 Before anything is measured, a probe process imports the build with the workers' environment and
 reports versions, git commit and module files; that is the build's provenance. A build that does not
@@ -224,6 +227,47 @@ def _check_wheel(request, path):
         raise UserError(f"{request.describe()}: {name} is not a valid wheel: no .dist-info/WHEEL in it")
 
 
+def _wheel_fits(path, python_version):
+    """Whether a wheel's Python and ABI tags (from its file name) fit CPython `python_version`."""
+    parts = Path(path).name[: -len(".whl")].split("-")
+    if len(parts) < 5:
+        return True  # not a standard name: pip judges it
+    python_tags, abi_tags = parts[-3].split("."), parts[-2].split(".")
+    major, minor = (int(n) for n in python_version.split(".")[:2])
+
+    def python_fits(tag):
+        if tag in (f"py{major}", f"py{major}{minor}", f"cp{major}{minor}"):
+            return True
+        older = re.fullmatch(rf"cp{major}(\d+)", tag)  # a stable-ABI wheel of an older CPython
+        return bool(older) and "abi3" in abi_tags and int(older.group(1)) <= minor
+
+    return any(map(python_fits, python_tags)) and any(t in ("none", "abi3", f"cp{major}{minor}") for t in abi_tags)
+
+
+def _pick_wheels(request, python_version):
+    """The request with, for a project given as several wheels (a folder or glob holding one per
+    Python version), only the one that fits this Python; a UserError when none or several do."""
+    by_package = {}
+    for source in request.sources:
+        if source.kind == "wheel":
+            by_package.setdefault(source.package, []).append(source)
+    dropped = set()
+    for package, sources in by_package.items():
+        if len(sources) < 2:
+            continue
+        fitting = [s for s in sources if _wheel_fits(s.value, python_version)]
+        names = ", ".join(Path(s.value).name for s in (fitting if len(fitting) > 1 else sources))
+        if not fitting:
+            raise UserError(f"{request.describe()}: no wheel of {package} fits Python {python_version}: {names}")
+        if len(fitting) > 1:
+            raise UserError(f"{request.describe()}: several wheels of {package} fit Python {python_version}: "
+                            f"{names}; give one")
+        dropped.update(s for s in sources if s is not fitting[0])
+    if not dropped:
+        return request
+    return dataclasses.replace(request, sources=[s for s in request.sources if s not in dropped])
+
+
 def _python_version(python):
     if python == sys.executable:
         return platform.python_version()
@@ -419,11 +463,13 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
         build.provenance = _provenance(request, report)
         progress(f"build {request.describe()}: {_summary(build.provenance)}")
         return build
+    python_version = _python_version(python)
+    request = _pick_wheels(request, python_version)
     wheels = [s.value for s in request.sources if s.kind == "wheel"]
     for wheel in wheels:
         _check_wheel(request, wheel)
     wheel_hashes = {wheel: _sha256(wheel) for wheel in wheels}
-    key = _cache_key(request, wheel_hashes, _python_version(python))
+    key = _cache_key(request, wheel_hashes, python_version)
     builds_dir = Path(cache_dir) / "builds"
     folder = builds_dir / f"{request.family}-{key[:16]}"
     if not _finished(folder):
