@@ -334,3 +334,23 @@ def test_the_installed_oneflow_and_pytorch_are_probed(tmp_path):
     torch = pytorch.provenance["packages"]["torch"]
     assert torch["version"] and torch["git_commit"] and set(pytorch.provenance["packages"]) == set(FAMILIES["pytorch"])
     assert cache_entries(tmp_path / "cache") == []
+
+
+def test_the_slow_build_edits_only_conv2d_forward(tmp_path):
+    import importlib.util
+
+    import oneflow_builds
+
+    spec = importlib.util.find_spec("oneflow")  # finds the package without importing it
+    original = (Path(spec.origin).parent / "nn" / "modules" / "conv.py").read_text()
+    conv = tmp_path / "oneflow" / "nn" / "modules" / "conv.py"
+    conv.parent.mkdir(parents=True)
+    conv.write_text(original)
+    oneflow_builds._slow_conv2d(tmp_path)
+    edited = conv.read_text()
+    compile(edited, str(conv), "exec")
+    assert edited.count("self._conv_forward(x, self.weight, self.bias)") == (
+        original.count("self._conv_forward(x, self.weight, self.bias)") + 1)
+    conv2d = edited[edited.index("\nclass Conv2d("):edited.index("\nclass Conv3d(")]
+    assert oneflow_builds._SLOW_CONV2D_FORWARD in conv2d
+    assert edited.replace(oneflow_builds._SLOW_CONV2D_FORWARD, oneflow_builds._CONV2D_FORWARD) == original
