@@ -100,7 +100,11 @@ def test_a_folder_and_a_glob_of_wheels(tmp_path, monkeypatch):
         "flowvision-0.2.1-py3-none-any.whl", f"oneflow-0.9.0-{WHEEL_TAIL}"]
     monkeypatch.chdir(tmp_path)
     globbed = parse_build_spec("oneflow", "oneflow", "wheelhouse/oneflow-*.whl")
-    assert globbed.sources == [BuildSource("wheel", f"wheelhouse/oneflow-0.9.0-{WHEEL_TAIL}")]
+    assert globbed.sources == [BuildSource("wheel", str(house / f"oneflow-0.9.0-{WHEEL_TAIL}"))]
+    # A bare word names a folder only when the folder holds wheels.
+    (tmp_path / "oneflow").mkdir()
+    assert parse_build_spec("oneflow", "oneflow", "oneflow").sources == [BuildSource("requirement", "oneflow")]
+    assert parse_build_spec("oneflow", "oneflow", "wheelhouse").sources == in_folder.sources
 
 
 def test_requirements_companions_and_pip_args():

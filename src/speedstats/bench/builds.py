@@ -47,12 +47,11 @@ PIP_TIMEOUT_S = 1800
 _ENVIRONMENT_PACKAGES = ("numpy", "pillow", "protobuf")
 _ERROR_LIMIT = 300
 
-# Run as `python -c PROBE <package>...`: imports the family's packages that have metadata on the path
-# and prints one JSON line about them.
+# Run as `python -c PROBE <packages to import, comma separated> <package>...`: imports those of the
+# packages that have metadata on the path, and prints one JSON line about all of them.
 PROBE = r"""
 import importlib, importlib.metadata, json, platform, sys
-family, names = sys.argv[1], sys.argv[2:]
-imported = {"oneflow": ("oneflow", "flowvision"), "pytorch": ("torch", "torchvision", "timm")}[family]
+imported, names = sys.argv[1].split(","), sys.argv[2:]
 report = {"python": platform.python_version(), "packages": {}, "environment": {}}
 for name in names:
     try:
@@ -123,7 +122,11 @@ class BuildRequest:
 
 
 def _looks_like_path(token):
-    return "/" in token or token.endswith(".whl") or os.path.exists(token)
+    if "/" in token or token.endswith(".whl"):
+        return True
+    # A bare word is a folder only when it holds wheels: "oneflow" in a checkout of OneFlow's
+    # repository, which has a folder of that name, is still the requirement.
+    return os.path.isdir(token) and any(name.endswith(".whl") for name in os.listdir(token))
 
 
 def _expand_path(role, token):
@@ -131,19 +134,19 @@ def _expand_path(role, token):
     path = Path(token).expanduser()
     if any(char in token for char in "*?["):
         matches = sorted(glob.glob(str(path)))
-        files = [m for m in matches if m.endswith(".whl") and os.path.isfile(m)]
+        files = [os.path.abspath(m) for m in matches if m.endswith(".whl") and os.path.isfile(m)]
         if not files:
             raise UserError(f"{role}: {token}: no wheel (.whl) matches")
         return files
     if path.is_dir():
-        files = sorted(str(p) for p in path.glob("*.whl") if p.is_file())
+        files = sorted(os.path.abspath(p) for p in path.glob("*.whl") if p.is_file())
         if not files:
             raise UserError(f"{role}: {token}: no wheel (.whl) in this folder")
         return files
     if path.is_file():
         if not token.endswith(".whl"):
             raise UserError(f"{role}: {token}: not a wheel file (.whl)")
-        return [str(path)]
+        return [os.path.abspath(path)]
     raise UserError(f"{role}: {token}: no such wheel, folder or file")
 
 
@@ -151,7 +154,7 @@ def _parse_sources(role, spec):
     spec = (spec or "").strip()
     if not spec or spec == INSTALLED:
         return []
-    tokens = [spec] if os.path.exists(spec) else spec.split()
+    tokens = [spec] if os.path.exists(spec) and _looks_like_path(spec) else spec.split()
     sources = []
     for token in tokens:
         if token == INSTALLED:
@@ -195,6 +198,9 @@ class Build:
     site_dir: object  # Path, or None for the installed environment
     provenance: dict
     description: str = ""
+
+    def describe(self):
+        return self.description or f"{self.role} ({self.family})"
 
     def worker_env(self, env):
         """A copy of env whose PYTHONPATH starts with the build's folder."""
@@ -302,7 +308,7 @@ def _probe(request, build, python, timeout_s):
                 names.append(name)
     env = build.worker_env(_framework_env(request.family))
     try:
-        result = subprocess.run([python, "-c", PROBE, request.family, *names], check=False, env=env,
+        result = subprocess.run([python, "-c", PROBE, ",".join(FAMILIES[request.family]), *names], check=False, env=env,
                                 capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise UserError(f"{request.describe()}: importing the build took over {timeout_s:.0f}s") from None
