@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -294,36 +295,54 @@ def test_worker_env_puts_the_build_first():
 
 # --- the real OneFlow wheel ---------------------------------------------------------------------
 
-WORKER_IMPORT = "import importlib.metadata, oneflow; print(oneflow.__version__, importlib.metadata.version('oneflow'), oneflow.__file__)"
+WORKER_IMPORT = """
+import importlib.metadata, json, oneflow
+libraries = sorted({line.split()[-1] for line in open("/proc/self/maps") if "liboneflow" in line})
+print(json.dumps({"version": oneflow.__version__, "metadata": importlib.metadata.version("oneflow"),
+                  "files": [oneflow.__file__, oneflow._oneflow_internal.__file__], "libraries": libraries}))
+"""
 
 
 @pytest.mark.heavy
 def test_the_repacked_oneflow_wheel_is_installed_once_and_its_workers_import_it(tmp_path,
                                                                                  repacked_oneflow_wheel):
     cache = tmp_path / "cache"
-    request = parse_build_spec("oneflow", "oneflow", str(repacked_oneflow_wheel))
-    build = prepare_build(request, cache, progress=lambda _: None)
-    oneflow = build.provenance["packages"]["oneflow"]
-    assert oneflow["version"] == oneflow["module_version"] == "0.9.0+a"
-    assert oneflow["git_commit"] == "381b12c"
-    assert oneflow["wheel"] == repacked_oneflow_wheel.name
-    assert repacked_oneflow_wheel.name.startswith("oneflow-0.9.0+a-cp310-cp310-")
-    assert oneflow["sha256"] == sha256(repacked_oneflow_wheel)
-    assert oneflow["file"] == str(build.site_dir / "oneflow" / "__init__.py")
-    # flowvision was not given: it comes from the environment, as does numpy.
-    assert build.provenance["packages"]["flowvision"]["wheel"] is None
-    assert not build.provenance["packages"]["flowvision"]["file"].startswith(str(build.site_dir))
+    try:
+        request = parse_build_spec("oneflow", "oneflow", str(repacked_oneflow_wheel))
+        first_lines = []
+        build = prepare_build(request, cache, progress=first_lines.append)
+        assert any("installing with pip" in line for line in first_lines)
+        site = build.site_dir
+        oneflow = build.provenance["packages"]["oneflow"]
+        assert oneflow["version"] == oneflow["module_version"] == "0.9.0+a"
+        assert oneflow["git_commit"] == "381b12c"
+        assert oneflow["wheel"] == repacked_oneflow_wheel.name
+        assert repacked_oneflow_wheel.name.startswith("oneflow-0.9.0+a-cp310-cp310-")
+        assert oneflow["sha256"] == sha256(repacked_oneflow_wheel)
+        assert oneflow["file"] == str(site / "oneflow" / "__init__.py")
+        assert build.provenance["source"] == "wheel" and build.provenance["environment"]["numpy"]
+        # flowvision was not given: it comes from the environment.
+        assert build.provenance["packages"]["flowvision"]["wheel"] is None
+        assert not build.provenance["packages"]["flowvision"]["file"].startswith(str(site))
 
-    lines = []
-    again = prepare_build(request, cache, progress=lines.append)
-    assert again.site_dir == build.site_dir and any("cached" in line for line in lines)
+        stamp = (site / "oneflow" / "version.py").stat().st_mtime_ns
+        lines = []
+        again = prepare_build(request, cache, progress=lines.append)
+        assert again.site_dir == site and (site / "oneflow" / "version.py").stat().st_mtime_ns == stamp
+        assert not any("installing" in line for line in lines) and any("cached" in line for line in lines)
+        assert again.provenance == build.provenance
 
-    worker = subprocess.run([sys.executable, "-c", WORKER_IMPORT], check=False, capture_output=True, text=True,
-                            env=build.worker_env(subprocess_env("oneflow")), timeout=180)
-    assert worker.returncode == 0, worker.stderr
-    version, metadata_version, file = worker.stdout.split()
-    assert (version, metadata_version) == ("0.9.0+a", "0.9.0+a")
-    assert file == str(build.site_dir / "oneflow" / "__init__.py")
+        worker = subprocess.run([sys.executable, "-c", WORKER_IMPORT], check=False, capture_output=True,
+                                text=True, env=build.worker_env(subprocess_env("oneflow")), timeout=180)
+        assert worker.returncode == 0, worker.stderr
+        imported = json.loads(worker.stdout.splitlines()[-1])
+        assert (imported["version"], imported["metadata"]) == ("0.9.0+a", "0.9.0+a")
+        # The Python code, the extension module and the native library all come from the build.
+        assert imported["files"][0] == str(site / "oneflow" / "__init__.py")
+        assert imported["files"][1].startswith(str(site / "oneflow") + os.sep)
+        assert imported["libraries"] and all(lib.startswith(str(site) + os.sep) for lib in imported["libraries"])
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)  # 2.5 GB; pytest keeps its last temporary folders
 
 
 @pytest.mark.heavy
