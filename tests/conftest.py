@@ -18,3 +18,10 @@ def repacked_oneflow_wheel():
 @pytest.fixture(scope="session")
 def slow_oneflow_wheel():
     return oneflow_builds.slow_oneflow_wheel()
+
+
+@pytest.fixture(scope="session")
+def oneflow_build_cache():
+    """A build cache (speedstats.bench.builds' cache_dir) kept between sessions, so the heavy tests
+    install each test build once per machine."""
+    return oneflow_builds.BUILD_CACHE

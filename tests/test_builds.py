@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -100,7 +101,11 @@ def test_a_folder_and_a_glob_of_wheels(tmp_path, monkeypatch):
         "flowvision-0.2.1-py3-none-any.whl", f"oneflow-0.9.0-{WHEEL_TAIL}"]
     monkeypatch.chdir(tmp_path)
     globbed = parse_build_spec("oneflow", "oneflow", "wheelhouse/oneflow-*.whl")
-    assert globbed.sources == [BuildSource("wheel", f"wheelhouse/oneflow-0.9.0-{WHEEL_TAIL}")]
+    assert globbed.sources == [BuildSource("wheel", str(house / f"oneflow-0.9.0-{WHEEL_TAIL}"))]
+    # A bare word names a folder only when the folder holds wheels.
+    (tmp_path / "oneflow").mkdir()
+    assert parse_build_spec("oneflow", "oneflow", "oneflow").sources == [BuildSource("requirement", "oneflow")]
+    assert parse_build_spec("oneflow", "oneflow", "wheelhouse").sources == in_folder.sources
 
 
 def test_requirements_companions_and_pip_args():
@@ -223,6 +228,60 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
 
 
+def test_a_wheelhouse_with_one_wheel_per_python_installs_the_one_that_fits(tmp_path):
+    ours = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    other = "cp38" if ours != "cp38" else "cp39"
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    stand_in = stand_in_oneflow(tmp_path / "w")
+    for tag in (ours, other):
+        (house / f"oneflow-0.0.1+fake-{tag}-{tag}-linux_x86_64.whl").write_bytes(stand_in.read_bytes())
+    stand_in_flowvision(house)
+    build = prepare_build(parse_build_spec("oneflow", "oneflow", str(house)), tmp_path / "cache",
+                          progress=lambda _: None)
+    assert build.provenance["packages"]["oneflow"]["wheel"] == f"oneflow-0.0.1+fake-{ours}-{ours}-linux_x86_64.whl"
+    assert build.provenance["packages"]["flowvision"]["wheel"] == "flowvision-0.0.1+fake-py3-none-any.whl"
+
+    (house / "oneflow-0.0.1+fake-py3-none-any.whl").write_bytes(stand_in.read_bytes())
+    with pytest.raises(UserError, match=r"^oneflow \(wheel .*\): several wheels of oneflow fit Python "
+                                        r"[0-9.]+: oneflow-0\.0\.1\+fake-.*; give one$"):
+        prepare_build(parse_build_spec("oneflow", "oneflow", str(house)), tmp_path / "cache")
+
+
+def test_wheel_tags_that_fit_a_python():
+    from speedstats.bench.builds import _wheel_fits
+
+    fits = {name: _wheel_fits(name, "3.10.12") for name in (
+        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "oneflow-0.9.0-cp39-cp39-manylinux2014_x86_64.whl",
+        "x-1-py3-none-any.whl", "x-1-cp38-abi3-linux_x86_64.whl", "x-1-cp311-abi3-linux_x86_64.whl",
+        "x-1-py2-none-any.whl", "x-1-cp310-cp310m-linux_x86_64.whl")}
+    assert [name for name, fit in fits.items() if fit] == [
+        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl", "x-1-cp38-abi3-linux_x86_64.whl"]
+
+
+PREPARE = """
+import sys
+from speedstats.bench.builds import parse_build_spec, prepare_build
+request = parse_build_spec(sys.argv[1], "oneflow", sys.argv[2], companion_specs=[sys.argv[3]])
+print(prepare_build(request, sys.argv[4]).site_dir)
+"""
+
+
+def test_two_runs_preparing_the_same_build_install_it_once(tmp_path):
+    oneflow_wheel = stand_in_oneflow(tmp_path / "w")
+    flowvision_wheel = stand_in_flowvision(tmp_path / "w")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    runs = [subprocess.Popen([sys.executable, "-c", PREPARE, role, str(oneflow_wheel), str(flowvision_wheel),
+                              str(tmp_path / "cache")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for role in ("oneflow", "oneflow_base")]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    (folder,) = cache_entries(tmp_path / "cache")
+    assert {out.strip() for out, _ in outputs} == {str(tmp_path / "cache" / "builds" / folder / "site")}
+    assert sum("installing with pip" in err for _, err in outputs) == 1
+    assert sum(": cached, oneflow 0.0.1+fake" in err for _, err in outputs) == 1
+
+
 def test_worker_env_puts_the_build_first():
     from speedstats.bench.builds import Build
 
@@ -236,36 +295,54 @@ def test_worker_env_puts_the_build_first():
 
 # --- the real OneFlow wheel ---------------------------------------------------------------------
 
-WORKER_IMPORT = "import importlib.metadata, oneflow; print(oneflow.__version__, importlib.metadata.version('oneflow'), oneflow.__file__)"
+WORKER_IMPORT = """
+import importlib.metadata, json, oneflow
+libraries = sorted({line.split()[-1] for line in open("/proc/self/maps") if "liboneflow" in line})
+print(json.dumps({"version": oneflow.__version__, "metadata": importlib.metadata.version("oneflow"),
+                  "files": [oneflow.__file__, oneflow._oneflow_internal.__file__], "libraries": libraries}))
+"""
 
 
 @pytest.mark.heavy
 def test_the_repacked_oneflow_wheel_is_installed_once_and_its_workers_import_it(tmp_path,
                                                                                  repacked_oneflow_wheel):
     cache = tmp_path / "cache"
-    request = parse_build_spec("oneflow", "oneflow", str(repacked_oneflow_wheel))
-    build = prepare_build(request, cache, progress=lambda _: None)
-    oneflow = build.provenance["packages"]["oneflow"]
-    assert oneflow["version"] == oneflow["module_version"] == "0.9.0+a"
-    assert oneflow["git_commit"] == "381b12c"
-    assert oneflow["wheel"] == repacked_oneflow_wheel.name
-    assert repacked_oneflow_wheel.name.startswith("oneflow-0.9.0+a-cp310-cp310-")
-    assert oneflow["sha256"] == sha256(repacked_oneflow_wheel)
-    assert oneflow["file"] == str(build.site_dir / "oneflow" / "__init__.py")
-    # flowvision was not given: it comes from the environment, as does numpy.
-    assert build.provenance["packages"]["flowvision"]["wheel"] is None
-    assert not build.provenance["packages"]["flowvision"]["file"].startswith(str(build.site_dir))
+    try:
+        request = parse_build_spec("oneflow", "oneflow", str(repacked_oneflow_wheel))
+        first_lines = []
+        build = prepare_build(request, cache, progress=first_lines.append)
+        assert any("installing with pip" in line for line in first_lines)
+        site = build.site_dir
+        oneflow = build.provenance["packages"]["oneflow"]
+        assert oneflow["version"] == oneflow["module_version"] == "0.9.0+a"
+        assert oneflow["git_commit"] == "381b12c"
+        assert oneflow["wheel"] == repacked_oneflow_wheel.name
+        assert repacked_oneflow_wheel.name.startswith("oneflow-0.9.0+a-cp310-cp310-")
+        assert oneflow["sha256"] == sha256(repacked_oneflow_wheel)
+        assert oneflow["file"] == str(site / "oneflow" / "__init__.py")
+        assert build.provenance["source"] == "wheel" and build.provenance["environment"]["numpy"]
+        # flowvision was not given: it comes from the environment.
+        assert build.provenance["packages"]["flowvision"]["wheel"] is None
+        assert not build.provenance["packages"]["flowvision"]["file"].startswith(str(site))
 
-    lines = []
-    again = prepare_build(request, cache, progress=lines.append)
-    assert again.site_dir == build.site_dir and any("cached" in line for line in lines)
+        stamp = (site / "oneflow" / "version.py").stat().st_mtime_ns
+        lines = []
+        again = prepare_build(request, cache, progress=lines.append)
+        assert again.site_dir == site and (site / "oneflow" / "version.py").stat().st_mtime_ns == stamp
+        assert not any("installing" in line for line in lines) and any("cached" in line for line in lines)
+        assert again.provenance == build.provenance
 
-    worker = subprocess.run([sys.executable, "-c", WORKER_IMPORT], check=False, capture_output=True, text=True,
-                            env=build.worker_env(subprocess_env("oneflow")), timeout=180)
-    assert worker.returncode == 0, worker.stderr
-    version, metadata_version, file = worker.stdout.split()
-    assert (version, metadata_version) == ("0.9.0+a", "0.9.0+a")
-    assert file == str(build.site_dir / "oneflow" / "__init__.py")
+        worker = subprocess.run([sys.executable, "-c", WORKER_IMPORT], check=False, capture_output=True,
+                                text=True, env=build.worker_env(subprocess_env("oneflow")), timeout=180)
+        assert worker.returncode == 0, worker.stderr
+        imported = json.loads(worker.stdout.splitlines()[-1])
+        assert (imported["version"], imported["metadata"]) == ("0.9.0+a", "0.9.0+a")
+        # The Python code, the extension module and the native library all come from the build.
+        assert imported["files"][0] == str(site / "oneflow" / "__init__.py")
+        assert imported["files"][1].startswith(str(site / "oneflow") + os.sep)
+        assert imported["libraries"] and all(lib.startswith(str(site) + os.sep) for lib in imported["libraries"])
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)  # 2.5 GB; pytest keeps its last temporary folders
 
 
 @pytest.mark.heavy
@@ -280,3 +357,23 @@ def test_the_installed_oneflow_and_pytorch_are_probed(tmp_path):
     torch = pytorch.provenance["packages"]["torch"]
     assert torch["version"] and torch["git_commit"] and set(pytorch.provenance["packages"]) == set(FAMILIES["pytorch"])
     assert cache_entries(tmp_path / "cache") == []
+
+
+def test_the_slow_build_edits_only_conv2d_forward(tmp_path):
+    import importlib.util
+
+    import oneflow_builds
+
+    spec = importlib.util.find_spec("oneflow")  # finds the package without importing it
+    original = (Path(spec.origin).parent / "nn" / "modules" / "conv.py").read_text()
+    conv = tmp_path / "oneflow" / "nn" / "modules" / "conv.py"
+    conv.parent.mkdir(parents=True)
+    conv.write_text(original)
+    oneflow_builds._slow_conv2d(tmp_path)
+    edited = conv.read_text()
+    compile(edited, str(conv), "exec")
+    assert edited.count("self._conv_forward(x, self.weight, self.bias)") == (
+        original.count("self._conv_forward(x, self.weight, self.bias)") + 1)
+    conv2d = edited[edited.index("\nclass Conv2d("):edited.index("\nclass Conv3d(")]
+    assert oneflow_builds._SLOW_CONV2D_FORWARD in conv2d
+    assert edited.replace(oneflow_builds._SLOW_CONV2D_FORWARD, oneflow_builds._CONV2D_FORWARD) == original

@@ -5,7 +5,10 @@ A build other than "installed" gets its own folder, `<cache>/builds/<family>-<ke
 and the workers put it first on PYTHONPATH, so they import those packages from it and everything else
 (numpy, pillow, protobuf, the CUDA libraries) from the running environment. The key is a sha256 over
 the family, each wheel's sha256 or requirement, the pip arguments and the Python version, so a rerun
-with the same inputs reuses the folder without running pip.
+with the same inputs reuses the folder without running pip. A requirement is cached by its text: one
+that is not pinned to an exact version (`oneflow==0.9.1.dev20240101+cu118`) stays at the version it
+first installed. A folder or glob may hold one wheel of a project per Python version; the one that
+fits the workers' Python is taken.
 
 Before anything is measured, a probe process imports the build with the workers' environment and
 reports versions, git commit and module files; that is the build's provenance. A build that does not
@@ -44,12 +47,11 @@ PIP_TIMEOUT_S = 1800
 _ENVIRONMENT_PACKAGES = ("numpy", "pillow", "protobuf")
 _ERROR_LIMIT = 300
 
-# Run as `python -c PROBE <package>...`: imports the family's packages that have metadata on the path
-# and prints one JSON line about them.
+# Run as `python -c PROBE <packages to import, comma separated> <package>...`: imports those of the
+# packages that have metadata on the path, and prints one JSON line about all of them.
 PROBE = r"""
 import importlib, importlib.metadata, json, platform, sys
-family, names = sys.argv[1], sys.argv[2:]
-imported = {"oneflow": ("oneflow", "flowvision"), "pytorch": ("torch", "torchvision", "timm")}[family]
+imported, names = sys.argv[1].split(","), sys.argv[2:]
 report = {"python": platform.python_version(), "packages": {}, "environment": {}}
 for name in names:
     try:
@@ -120,7 +122,11 @@ class BuildRequest:
 
 
 def _looks_like_path(token):
-    return "/" in token or token.endswith(".whl") or os.path.exists(token)
+    if "/" in token or token.endswith(".whl"):
+        return True
+    # A bare word is a folder only when it holds wheels: "oneflow" in a checkout of OneFlow's
+    # repository, which has a folder of that name, is still the requirement.
+    return os.path.isdir(token) and any(name.endswith(".whl") for name in os.listdir(token))
 
 
 def _expand_path(role, token):
@@ -128,19 +134,19 @@ def _expand_path(role, token):
     path = Path(token).expanduser()
     if any(char in token for char in "*?["):
         matches = sorted(glob.glob(str(path)))
-        files = [m for m in matches if m.endswith(".whl") and os.path.isfile(m)]
+        files = [os.path.abspath(m) for m in matches if m.endswith(".whl") and os.path.isfile(m)]
         if not files:
             raise UserError(f"{role}: {token}: no wheel (.whl) matches")
         return files
     if path.is_dir():
-        files = sorted(str(p) for p in path.glob("*.whl") if p.is_file())
+        files = sorted(os.path.abspath(p) for p in path.glob("*.whl") if p.is_file())
         if not files:
             raise UserError(f"{role}: {token}: no wheel (.whl) in this folder")
         return files
     if path.is_file():
         if not token.endswith(".whl"):
             raise UserError(f"{role}: {token}: not a wheel file (.whl)")
-        return [str(path)]
+        return [os.path.abspath(path)]
     raise UserError(f"{role}: {token}: no such wheel, folder or file")
 
 
@@ -148,7 +154,7 @@ def _parse_sources(role, spec):
     spec = (spec or "").strip()
     if not spec or spec == INSTALLED:
         return []
-    tokens = [spec] if os.path.exists(spec) else spec.split()
+    tokens = [spec] if os.path.exists(spec) and _looks_like_path(spec) else spec.split()
     sources = []
     for token in tokens:
         if token == INSTALLED:
@@ -193,6 +199,9 @@ class Build:
     provenance: dict
     description: str = ""
 
+    def describe(self):
+        return self.description or f"{self.role} ({self.family})"
+
     def worker_env(self, env):
         """A copy of env whose PYTHONPATH starts with the build's folder."""
         env = dict(env)
@@ -222,6 +231,47 @@ def _check_wheel(request, path):
         raise UserError(f"{request.describe()}: {name} is not a valid wheel: {one_line(exc, 120)}") from None
     if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in names):
         raise UserError(f"{request.describe()}: {name} is not a valid wheel: no .dist-info/WHEEL in it")
+
+
+def _wheel_fits(path, python_version):
+    """Whether a wheel's Python and ABI tags (from its file name) fit CPython `python_version`."""
+    parts = Path(path).name[: -len(".whl")].split("-")
+    if len(parts) < 5:
+        return True  # not a standard name: pip judges it
+    python_tags, abi_tags = parts[-3].split("."), parts[-2].split(".")
+    major, minor = (int(n) for n in python_version.split(".")[:2])
+
+    def python_fits(tag):
+        if tag in (f"py{major}", f"py{major}{minor}", f"cp{major}{minor}"):
+            return True
+        older = re.fullmatch(rf"cp{major}(\d+)", tag)  # a stable-ABI wheel of an older CPython
+        return bool(older) and "abi3" in abi_tags and int(older.group(1)) <= minor
+
+    return any(map(python_fits, python_tags)) and any(t in ("none", "abi3", f"cp{major}{minor}") for t in abi_tags)
+
+
+def _pick_wheels(request, python_version):
+    """The request with, for a project given as several wheels (a folder or glob holding one per
+    Python version), only the one that fits this Python; a UserError when none or several do."""
+    by_package = {}
+    for source in request.sources:
+        if source.kind == "wheel":
+            by_package.setdefault(source.package, []).append(source)
+    dropped = set()
+    for package, sources in by_package.items():
+        if len(sources) < 2:
+            continue
+        fitting = [s for s in sources if _wheel_fits(s.value, python_version)]
+        names = ", ".join(Path(s.value).name for s in (fitting if len(fitting) > 1 else sources))
+        if not fitting:
+            raise UserError(f"{request.describe()}: no wheel of {package} fits Python {python_version}: {names}")
+        if len(fitting) > 1:
+            raise UserError(f"{request.describe()}: several wheels of {package} fit Python {python_version}: "
+                            f"{names}; give one")
+        dropped.update(s for s in sources if s is not fitting[0])
+    if not dropped:
+        return request
+    return dataclasses.replace(request, sources=[s for s in request.sources if s not in dropped])
 
 
 def _python_version(python):
@@ -258,7 +308,7 @@ def _probe(request, build, python, timeout_s):
                 names.append(name)
     env = build.worker_env(_framework_env(request.family))
     try:
-        result = subprocess.run([python, "-c", PROBE, request.family, *names], check=False, env=env,
+        result = subprocess.run([python, "-c", PROBE, ",".join(FAMILIES[request.family]), *names], check=False, env=env,
                                 capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise UserError(f"{request.describe()}: importing the build took over {timeout_s:.0f}s") from None
@@ -363,19 +413,17 @@ def _cache_key(request, wheel_hashes, python_version):
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def _load_cached(request, folder):
-    try:
-        stored = json.loads((folder / "build.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return Build(role=request.role, family=request.family, site_dir=folder / "site",
-                 provenance={**stored, "role": request.role}, description=request.describe())
+def _finished(folder):
+    return (folder / "build.json").is_file()
 
 
 def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_timeout_s, pip_timeout_s):
     """Install into a temporary folder next to `folder`, probe it, rename it into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would hide the build from other users' jobs
         site = tmp / "site"
         command = [python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
                    "--no-warn-script-location", "--target", str(site),
@@ -421,27 +469,35 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
         build.provenance = _provenance(request, report)
         progress(f"build {request.describe()}: {_summary(build.provenance)}")
         return build
+    python_version = _python_version(python)
+    request = _pick_wheels(request, python_version)
     wheels = [s.value for s in request.sources if s.kind == "wheel"]
     for wheel in wheels:
         _check_wheel(request, wheel)
     wheel_hashes = {wheel: _sha256(wheel) for wheel in wheels}
-    key = _cache_key(request, wheel_hashes, _python_version(python))
+    key = _cache_key(request, wheel_hashes, python_version)
     builds_dir = Path(cache_dir) / "builds"
     folder = builds_dir / f"{request.family}-{key[:16]}"
-    cached = _load_cached(request, folder)
-    if cached is None:
+    if not _finished(folder):
         builds_dir.mkdir(parents=True, exist_ok=True)
         with _build_lock(builds_dir / f".{folder.name}.lock", request, progress):
-            cached = _load_cached(request, folder)
-            if cached is None:
+            if not _finished(folder):
                 for stale in builds_dir.glob(f".{folder.name}.tmp-*"):  # a killed run's; we hold the lock
                     shutil.rmtree(stale, ignore_errors=True)
                 build = _install(request, folder, wheel_hashes, key, python, progress,
                                  probe_timeout_s, pip_timeout_s)
                 progress(f"build {request.describe()}: {_summary(build.provenance)}, in {folder}")
                 return build
-    progress(f"build {request.describe()}: cached, {_summary(cached.provenance)}, in {folder}")
-    return cached
+    # Probed again, not read from build.json: the environment under the build (numpy, the CUDA
+    # libraries) may have changed since it was installed, and a build that no longer imports must
+    # fail here, before anything is measured.
+    build = Build(role=request.role, family=request.family, site_dir=folder / "site", provenance={},
+                  description=request.describe())
+    report = _probe(request, build, python, probe_timeout_s)
+    _check_took_effect(request, report, build.site_dir)
+    build.provenance = _provenance(request, report, wheel_hashes=wheel_hashes, cache_key=key)
+    progress(f"build {request.describe()}: cached, {_summary(build.provenance)}, in {folder}")
+    return build
 
 
 def prepare_builds(requests, cache_dir, python=sys.executable, progress=print_to_stderr):
