@@ -48,9 +48,9 @@ def speedstats(tmp, *args, timeout=1200):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    # One build cache for the module: each build is installed once and reused by the later runs.
-    return tmp_path_factory.mktemp("build-cache")
+def cache(oneflow_build_cache):
+    # The test builds are installed once per machine and reused by every run (as a runner's cache is).
+    return oneflow_build_cache
 
 
 def run(tmp, cache, suite_text, *args):

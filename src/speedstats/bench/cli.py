@@ -138,7 +138,7 @@ def run_command(args):
     from speedstats.bench.builds import prepare_builds
 
     # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.
-    builds = prepare_builds(requests, cache / "builds", progress=progress)
+    builds = prepare_builds(requests, cache, progress=progress)
     # A cancelled job gets SIGINT, then SIGTERM: unwind like Ctrl-C, so the runner kills its workers
     # (in sessions of their own, the signal does not reach them) and marks its results cancelled.
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
