@@ -113,7 +113,8 @@ def main(argv=None):
     with_base_wall = statistics.median(r["wall_s"] for r in same)
     print(f"wall time: head only {base_wall:.1f}s (median of {len(head_only)}), with a baseline "
           f"{with_base_wall:.1f}s (median of {len(same)} A/A runs): {with_base_wall / base_wall:.2f}x")
-    print(f"the benchmark took {wall / 60:.1f} min wall and {cpu / 60:.1f} min of CPU time")
+    print(f"the benchmark took {wall / 60:.1f} min wall and {cpu / 60:.1f} min of CPU time; "
+          f"load average at the end {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[2]:.2f} (15 min)")
     if args.json:
         args.json.write_text(json.dumps({"aa": same, "slow": slower, "head_only": head_only, "wall_s": wall,
                                          "cpu_s": cpu, "false_alarms": false_alarms, "detections": detections},

@@ -89,3 +89,21 @@ def test_every_contender_takes_every_place_in_turn():
     assert orders[0] == contenders
     for place in range(3):
         assert sorted(order[place] for order in orders) == sorted(contenders)
+
+
+def test_a_head_beyond_min_effect_with_an_unclear_interval_is_measured_again_but_not_failed():
+    from speedstats.bench.runner import case_flags
+    from speedstats.results import CaseResult, FrameworkResult
+
+    record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10, input_shape=[2, 3, 64, 64])
+    record.frameworks = {name: FrameworkResult(total_s=1.0, per_iter_s=0.1, times=10)
+                         for name in ("oneflow", "oneflow_base", "pytorch")}
+    # One noisy round of five holds the interval's low end down to the smallest ratio.
+    record.paired = paired.judge_paired([1.49, 1.60, 1.27, 1.55, 1.01], [1.0] * 5)
+    assert record.paired["verdict"] == stats.NO_CHANGE and record.paired["low"] < 1.04 < record.paired["ratio"]
+    assert case_flags(record, None, "CPU") == []
+    assert case_flags(record, None, "CPU", suspects=True) == [
+        "resnet50-bs2: OneFlow +49.0% against the base build, its interval not yet clear of +4%"]
+    record.paired = paired.judge_paired([1.49, 1.60, 1.27, 1.55, 1.01] * 2, [1.0] * 10)
+    assert record.paired["verdict"] == stats.REGRESSION  # ten rounds: the one noisy round no longer decides
+    assert case_flags(record, None, "CPU") == ["resnet50-bs2: OneFlow +49.0% against the base build"]

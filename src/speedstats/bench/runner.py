@@ -300,15 +300,24 @@ def round_order(contenders, k):
     return list(contenders[shift:]) + list(contenders[:shift])
 
 
-def case_flags(record, spec, gpu_name, suite_name="suite"):
-    """What the verdict would flag on this case: thresholds missed, a regression against the base."""
+def case_flags(record, spec, gpu_name, suite_name="suite", suspects=False):
+    """What the verdict would flag on this case: thresholds missed, a regression against the base.
+
+    With suspects, also a head whose median ratio to the base is beyond min_effect while the interval
+    is not yet clear of it: one noisy round of a few can hold the interval down, and more rounds
+    (a confirmation) settle it either way.
+    """
     flags = []
     if record.failure:
         return flags
     judged = verdicts.judge_case(record, spec, gpu_name, suite_name)
     flags.extend(judged.reasons)
-    if record.paired and record.paired.get("verdict") == stats.REGRESSION:
-        flags.append(f"{record.id}: OneFlow {(record.paired['ratio'] - 1) * 100:+.1f}% against the base build")
+    paired = record.paired or {}
+    change = f"OneFlow {(paired['ratio'] - 1) * 100:+.1f}% against the base build" if paired.get("ratio") else ""
+    if paired.get("verdict") == stats.REGRESSION:
+        flags.append(f"{record.id}: {change}")
+    elif suspects and paired.get("ratio") is not None and paired["ratio"] > 1 + paired["min_effect"]:
+        flags.append(f"{record.id}: {change}, its interval not yet clear of +{paired['min_effect'] * 100:g}%")
     return flags
 
 
@@ -370,7 +379,7 @@ class SuiteRunner:
         states = self._measure(case, plan, self.out_dir / "workers" / case.id, prefix)
         self._fill(record, case, plan, {role: (s.rounds, s.error, s.memory, s.imported)
                                         for role, s in states.items()})
-        flags = case_flags(record, case, self.gpu_name, self.suite.name)
+        flags = case_flags(record, case, self.gpu_name, self.suite.name, suspects=self.confirm)
         if flags and self.confirm:
             self.progress(f"{prefix}   flagged ({'; '.join(flags)}): measuring again in fresh processes")
             again = self._measure(case, plan, self.out_dir / "workers" / case.id / "confirm", prefix)
