@@ -80,6 +80,7 @@ class Worker:
             "batch_size": case.batch_size, "image_size": case.image_size, "times": case.times,
             "warmup": case.warmup, "rounds": case.rounds, "num_workers": case.num_workers,
             "input_size": case.input_size, "dataset_dir": str(dataset_dir) if dataset_dir else None,
+            "mode": case.mode, "model": case.model, "env": case.env,
             "timeout_s": max(1.0, deadline - time.monotonic()),
         }
         (self.control / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -102,7 +103,7 @@ class Worker:
         with open(self.log_path, "wb") as log:
             # A session of its own, so a timeout kills the launcher and every rank together.
             self.proc = subprocess.Popen(
-                self.command(), cwd=self.control, env=subprocess_env(self.framework),
+                self.command(), cwd=self.control, env=subprocess_env(self.framework, extra=self.case.env),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
 
