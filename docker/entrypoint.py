@@ -34,6 +34,7 @@ DEFAULTS = {
     "lock-timeout": "",
     "bundle": "",
     "history": "",
+    "required-label": "",
 }
 
 # What the commands exit with (see `speedstats run --help`).
@@ -78,7 +79,7 @@ def run_argv(inputs):
     return (["run", "--device", inputs["device"], "--out", inputs["out"]]
             + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
             + _optional("--lock-timeout", inputs["lock-timeout"]) + _optional("--bundle", inputs["bundle"])
-            + _optional("--history", inputs["history"]))
+            + _optional("--history", inputs["history"]) + _optional("--required-label", inputs["required-label"]))
 
 
 def comment_argv(inputs, body_file):

@@ -33,6 +33,10 @@ def register(subparsers):
     p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
                    help="how long to wait for another run on the same device (default: the suite's)")
     p.add_argument("--quiet", action="store_true", help="do not print the comment on stdout")
+    p.add_argument("--required-label", metavar="LABEL",
+                   help="a failed verdict exits 1 only when the pull request carries LABEL (read through "
+                        "the API with $GITHUB_TOKEN, else from the event payload); otherwise exit 0. The "
+                        "comment and the verdict output still show the failure")
     p.set_defaults(func=run_command)
 
 
@@ -91,6 +95,7 @@ def run_command(args):
             case.rounds = args.rounds
     device = resolve_device(args.device)
     bundle_identity = bundle_identity_or_fail(args.bundle)
+    label_lookup = label_lookup_or_fail(args.required_label)
     out = Path(args.out)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
@@ -108,7 +113,22 @@ def run_command(args):
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device))
         results = runner.run()
-    return report(results, suite, out, args, bundle_identity)
+    code = report(results, suite, out, args, bundle_identity)
+    if code == 1 and label_lookup is not None:
+        from speedstats.github.labels import verdict_fails_step
+
+        return 1 if verdict_fails_step(args.required_label, label_lookup) else 0
+    return code
+
+
+def label_lookup_or_fail(label):
+    """For --required-label: the pull request whose labels count, resolved before anything is measured."""
+    if label is None:
+        return None
+    from speedstats.github.labels import check_label, prepare
+
+    check_label(label)
+    return prepare()
 
 
 def bundle_identity_or_fail(bundle_dir):
