@@ -105,9 +105,10 @@ def main():
                 results, wall = run_suite(suite_text(profile, keep, warmup, rounds, mode, all_ids), args.device,
                                           Path(tmp))
             run = {"shapes": shape_set, "mode": mode, "wall_s": wall, "versions": results["versions"],
-                   "cases": figures(results)}
+                   "load_average_1min_after": os.getloadavg()[0], "cases": figures(results)}
             report["runs"].append(run)
-            print(f"# {shape_set} {mode}: {wall:.0f}s", file=sys.stderr, flush=True)
+            print(f"# {shape_set} {mode}: {wall:.0f}s, load average {os.getloadavg()[0]:.1f} "
+                  f"on {os.cpu_count()} CPUs", file=sys.stderr, flush=True)
     print("| shapes | case | mode | OneFlow ms | PyTorch ms | relative speed | vs clean |")
     print("|---|---|---|---|---|---|---|")
     for run in report["runs"]:
