@@ -243,10 +243,6 @@ def nvml_process_memory(gpu_index):
     return None
 
 
-MODES = ("old-bot", "clean")
-MODELS = ("shared", "library")
-
-
 class ResNet50Step:
     """Forward, sum, backward, zero_grad, step, sync: one training step, in the spec's mode.
 
@@ -259,9 +255,10 @@ class ResNet50Step:
 
     def __init__(self, fw, spec):
         from speedstats.bench.models import resnet50
+        from speedstats.suite import DEFAULT_MODE, MODES
 
         self.fw = fw
-        self.mode = spec.get("mode", "old-bot")
+        self.mode = spec.get("mode", DEFAULT_MODE)
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}")
         if spec.get("model", "shared") == "library":
