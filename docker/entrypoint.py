@@ -49,6 +49,7 @@ DEFAULTS = {
     "baseline-workflow": "",
     "baseline-artifact": "wheelhouse",
     "baseline-branch": "",
+    "required-label": "",
 }
 
 
@@ -95,7 +96,7 @@ def run_argv(inputs):
             + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
             # One argument, so that pip arguments starting with '-' are not read as speedstats options.
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
-            + _optional("--only", inputs["only"]))
+            + _optional("--only", inputs["only"]) + _optional("--required-label", inputs["required-label"]))
 
 
 def comment_argv(inputs, body_file):

@@ -407,3 +407,45 @@ def test_fail_on_regression_false_forgives_only_a_failed_verdict(tmp_path, gh):
     proc = run_entrypoint(env, workspace)
     assert proc.returncode == 5, proc.stderr
     assert gh.comments(REPO, PR) == []
+
+
+# -- required-label: the verdict fails the step only on a pull request carrying the label ---------------
+
+
+def test_required_label_reaches_speedstats_run(tmp_path):
+    printed = planned(tmp_path, command="run", **{"required-label": "need-pass-speed-test"})
+    assert printed == "speedstats run --device cuda --out speedstats-out --required-label need-pass-speed-test\n"
+
+
+def labelled_event(*labels):
+    return {"action": "synchronize", "number": PR, "repository": {"full_name": REPO},
+            "pull_request": {"number": PR, "head": {"sha": HEAD}, "labels": [{"name": n} for n in labels]}}
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("live_labels, event_labels, step_fails", [
+    # The API's labels count, not the event's: a label added before a re-run fails the step ...
+    (["bug", "need-pass-speed-test"], ["bug"], True),
+    # ... and one removed since the event no longer does.
+    (["bug"], ["need-pass-speed-test"], False),
+])
+def test_required_label_decides_whether_a_failed_verdict_fails_the_step(tmp_path, gh, live_labels, event_labels,
+                                                                         step_fails):
+    for name in live_labels:
+        gh.add_label(REPO, PR, name)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=0.001))
+    env = action_env(workspace, gh.url, {"suite": "speed.yml", "device": "cpu",
+                                         "required-label": "need-pass-speed-test"},
+                     event=labelled_event(*event_labels))
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == (1 if step_fails else 0), proc.stderr
+    body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
+    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(cpu_name()), mark="❌"), body), body
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [
+        body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
+    assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
+    assert gh.requests_matching("GET", f"/repos/{REPO}/issues/{PR}/labels")
+    if not step_fails:
+        assert "do not include 'need-pass-speed-test' (required-label): the step does not fail" in proc.stderr

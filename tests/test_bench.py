@@ -23,12 +23,14 @@ TINY_SUITE = """\
 name: tiny
 warmup: 1
 timeout_s: 240
+env: {SPEEDSTATS_TEST_SUITE_VAR: from the suite, NVIDIA_TF32_OVERRIDE: 0}
 dataset: {images: 24, classes: 2, min_side: 64, max_side: 96}
 cases:
   - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 32, times: 1, rounds: 2,
      min_relative_speed: 0.01}
   - {id: never-ready, kind: resnet50, batch_size: 2, image_size: 32, times: 1, timeout_s: 1}
-  - {id: resnet50-ddp-bs2, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: 1}
+  - {id: resnet50-ddp-bs2, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: 1,
+     env: {OMP_NUM_THREADS: 1, SPEEDSTATS_TEST_CASE_VAR: from the case}}
   - {id: impossible-shape, kind: resnet50, batch_size: 1, image_size: 16, times: 1}
   - {id: swin-dataloader-w1, kind: swin_dataloader, batch_size: 4, num_workers: 1, input_size: 64, times: 3}
 """
@@ -80,6 +82,21 @@ def test_every_case_kind_gets_real_figures_from_both_frameworks(tiny_run):
     assert ddp.ddp is True and ddp.world_size == 2 and ddp.input_shape == [2, 3, 32, 32]
     loader = case(results, "swin-dataloader-w1")
     assert loader.num_workers == 1 and loader.input_shape is None
+
+
+def test_the_suites_env_reaches_every_worker_and_every_ddp_rank(tiny_run):
+    _, out, _, _ = tiny_run
+    suite_env = {"SPEEDSTATS_TEST_SUITE_VAR": "from the suite", "NVIDIA_TF32_OVERRIDE": "0"}
+    expected = {
+        ("resnet50-bs2", 0): suite_env,
+        ("swin-dataloader-w1", 0): suite_env,
+        **{("resnet50-ddp-bs2", rank): dict(suite_env, OMP_NUM_THREADS="1",
+                                            SPEEDSTATS_TEST_CASE_VAR="from the case") for rank in (0, 1)},
+    }
+    for (case_id, rank), env in expected.items():
+        for fw in ("oneflow", "pytorch"):
+            seen = json.loads((out / "workers" / case_id / fw / f"env-{rank}.json").read_text())
+            assert seen == env, (case_id, fw, rank)
 
 
 def test_rounds_alternate_between_the_frameworks(tiny_run):

@@ -44,6 +44,39 @@ def test_smoke_profile_has_every_case_kind_and_thresholds_of_its_own():
                for c in suite.cases if c.kind == "resnet50")
 
 
+OLD_CONTAINER_ENV = {"NVIDIA_TF32_OVERRIDE": "0", "NCCL_P2P_DISABLE": "1", "ONEFLOW_TIMEOUT_SECONDS": "90",
+                     "ONEFLOW_THRAED_LOCAL_CACHED_SIZE": "16384"}
+
+
+@pytest.mark.parametrize("profile", ["default", "smoke"])
+def test_profiles_measure_in_old_bot_mode_with_the_old_containers_variables(profile):
+    suite = load_suite(profile=profile)
+    assert suite.mode == "old-bot" and suite.model == "shared" and suite.env == OLD_CONTAINER_ENV
+    for case in suite.cases:
+        assert case.mode == "old-bot" and case.model == "shared"
+        expected = dict(OLD_CONTAINER_ENV, OMP_NUM_THREADS="1") if case.ddp else OLD_CONTAINER_ENV
+        assert case.env == expected, case.id
+
+
+def test_mode_model_and_env_merge_from_suite_to_case(tmp_path):
+    path = tmp_path / "clean.yml"
+    path.write_text(
+        "extends: default\n"
+        "mode: clean\n"
+        "model: library\n"
+        "env: {NVIDIA_TF32_OVERRIDE: 1, EXTRA: 2.5}\n"
+        "cases:\n"
+        "  - {id: resnet50-bs16, mode: old-bot, env: {CASE_ONLY: x}}\n"
+        "  - {id: resnet50-ddp-bs8, env: {OMP_NUM_THREADS: 4}}\n"
+    )
+    suite = load_suite(path)
+    first, ddp = suite.case("resnet50-bs16"), suite.case("resnet50-ddp-bs8")
+    assert (first.mode, first.model) == ("old-bot", "shared")  # old-bot without a model: the shared one
+    assert (ddp.mode, ddp.model) == ("clean", "library")
+    assert first.env == dict(OLD_CONTAINER_ENV, NVIDIA_TF32_OVERRIDE="1", EXTRA="2.5", CASE_ONLY="x")
+    assert ddp.env == dict(OLD_CONTAINER_ENV, NVIDIA_TF32_OVERRIDE="1", EXTRA="2.5", OMP_NUM_THREADS="4")
+
+
 def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
     path = tmp_path / "mine.yml"
     path.write_text(
@@ -101,6 +134,13 @@ def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
      "every case has 'skip: true'; nothing to run"),
     ("extends: default\ndataset: {cache_dir: 5}\n", "dataset: field 'cache_dir' must be a folder path, got 5"),
     ("cases: [\n", "not valid YAML at line 2"),
+    ("extends: default\nmode: fair\n", "field 'mode' must be one of old-bot, clean, got 'fair'"),
+    ("extends: default\nmodel: library\n", "field 'model': library needs 'mode: clean'"),
+    ("extends: default\nenv: {NVIDIA_TF32_OVERRIDE: true}\n",
+     "field 'env.NVIDIA_TF32_OVERRIDE' must be a string or a number, got True"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, env: {A: [1]}}\n",
+     "cases[0] (resnet50-bs16): field 'env.A' must be a string or a number, got [1]"),
+    ("extends: default\nenv: [A=1]\n", "field 'env' must map variable names to values"),
 ])
 def test_bad_suite_names_the_file_and_field(tmp_path, text, message):
     path = tmp_path / "suite.yml"

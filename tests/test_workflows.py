@@ -355,7 +355,8 @@ def test_example_on_a_passing_pull_request(tmp_path, gh):
 
 
 @pytest.mark.heavy
-def test_example_on_a_regression_comments_then_removes_automerge(tmp_path, gh):
+def test_example_on_a_regression_labelled_need_pass_speed_test_comments_then_removes_automerge(tmp_path, gh):
+    gh.add_label(REPO, PR, "need-pass-speed-test")
     workspace = prepared_workspace(tmp_path, max_oneflow_ms=0.001)
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
@@ -370,7 +371,22 @@ def test_example_on_a_regression_comments_then_removes_automerge(tmp_path, gh):
         marked("CI failed when running job: speed-stats. PR label automerge has been removed",
                "automerge-removed", job="speed-stats", head=HEAD, run=4242),
     ]
-    assert gh.labels(REPO, PR) == []
+    assert gh.labels(REPO, PR) == ["need-pass-speed-test"]
+    assert run.summary.startswith("Verdict: **fail** (score 2). Posted: ")
+
+
+@pytest.mark.heavy
+def test_example_on_a_regression_without_the_label_comments_and_passes(tmp_path, gh):
+    """As the old job's continue-on-error: the marks are in the comment, the job goes on."""
+    workspace = prepared_workspace(tmp_path, max_oneflow_ms=0.001)
+    run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
+                  speed_step_overrides())
+    assert run.status == "success", run.logs
+    assert run.skipped == ["Remove automerge from the failed pull request"]
+    body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
+    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()), mark="❌"), body)
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [marked(body, "speed-stats", head=HEAD, run=4242)]
+    assert gh.labels(REPO, PR) == ["automerge"]
     assert run.summary.startswith("Verdict: **fail** (score 2). Posted: ")
 
 

@@ -62,6 +62,10 @@ class CaseResult:
     # A flagged case measured again in fresh processes: {"flags": [...], "status": "confirmed" | "cleared",
     # "rounds": total rounds judged}.
     confirmation: dict | None = None
+    # How it was measured (the suite's mode, model and env: of this case); None in older results.
+    mode: str | None = None
+    model: str | None = None
+    env: dict[str, str] | None = None
 
     @property
     def measured(self):
@@ -260,6 +264,9 @@ def case_from_dict(data, where):
         frameworks=frameworks,
         paired=_field(data, "paired", (dict,), where, required=False),
         confirmation=_field(data, "confirmation", (dict,), where, required=False),
+        mode=_field(data, "mode", (str,), where, required=False),
+        model=_field(data, "model", (str,), where, required=False),
+        env=_field(data, "env", (dict,), where, required=False),
     )
     if kind == "resnet50" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")

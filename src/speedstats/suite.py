@@ -19,6 +19,10 @@ from speedstats.resources import suites_dir
 
 CASE_KINDS = ("resnet50", "swin_dataloader")
 DEFAULT_GPU_KEY = "default"
+# What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and the README).
+MODES = ("old-bot", "clean")
+MODELS = ("shared", "library")
+DEFAULT_MODE = "old-bot"
 
 
 @dataclass
@@ -47,6 +51,9 @@ class CaseSpec:
     input_size: int = 224  # dataloader transform output side
     min_relative_speed: float | None = None
     max_oneflow_ms: dict[str, float] = field(default_factory=dict)  # GPU name -> ms, "default" key
+    mode: str = DEFAULT_MODE
+    model: str = "shared"  # library: torchvision's / flowvision's ResNet50 (clean mode only)
+    env: dict[str, str] = field(default_factory=dict)  # the suite's env: with the case's on top
 
     @property
     def input_shape(self):
@@ -87,6 +94,9 @@ class Suite:
     builds: BuildsSpec = field(default_factory=BuildsSpec)
     confirm: bool = True  # measure a flagged case again in fresh processes before alerting
     pause_idle: bool = True  # stop (SIGSTOP) the contenders not being timed during another's round
+    mode: str = DEFAULT_MODE
+    model: str = "shared"
+    env: dict[str, str] = field(default_factory=dict)
 
     def case(self, case_id):
         for case in self.cases:
@@ -146,7 +156,7 @@ def _merge_cases(base_cases, override_cases, where):
         if case["id"] in index:
             target = merged[index[case["id"]]]
             for key, value in case.items():
-                if key == "max_oneflow_ms" and isinstance(value, dict) and isinstance(target.get(key), dict):
+                if key in ("max_oneflow_ms", "env") and isinstance(value, dict) and isinstance(target.get(key), dict):
                     target[key] = {**target[key], **value}
                 else:
                     target[key] = copy.deepcopy(value)
@@ -191,11 +201,47 @@ def _number(data, key, where, default=None, integer=False, minimum=None, require
 _CASE_FIELDS = {
     "id", "kind", "batch_size", "times", "warmup", "timeout_s", "rounds", "image_size", "ddp",
     "world_size", "num_workers", "input_size", "min_relative_speed", "max_oneflow_ms", "skip",
+    "mode", "model", "env",
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory", "builds", "confirm", "pause_idle",
+    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env",
 }
+
+
+def _choice(data, key, where, choices, default):
+    value = data.get(key, default)
+    if value not in choices:
+        raise UserError(f"{where}: field '{key}' must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _env(data, where, base=None):
+    """The `env:` mapping: variable names to strings or numbers, on top of base."""
+    env = dict(base or {})
+    value = data.get("env")
+    if value is None:
+        return env
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: field 'env' must map variable names to values")
+    for name, item in value.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise UserError(f"{where}: field 'env' has a bad variable name {name!r}")
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            raise UserError(f"{where}: field 'env.{name}' must be a string or a number, got {item!r}")
+        if isinstance(item, str) and "\0" in item:
+            raise UserError(f"{where}: field 'env.{name}' must not contain a NUL character")
+        env[name] = str(item)
+    return env
+
+
+def _mode_and_model(data, where, default_mode, default_model):
+    mode = _choice(data, "mode", where, MODES, default_mode)
+    # A case that switches to old-bot without naming a model runs the shared one.
+    model = _choice(data, "model", where, MODELS, "shared" if mode == "old-bot" else default_model)
+    if mode == "old-bot" and model == "library":
+        raise UserError(f"{where}: field 'model': library needs 'mode: clean' (old-bot runs the shared model)")
+    return mode, model
 
 
 def _case(data, i, suite_defaults, where):
@@ -241,6 +287,8 @@ def _case(data, i, suite_defaults, where):
         min_relative_speed=_number(data, "min_relative_speed", where, minimum=0),
         max_oneflow_ms={str(k): float(v) for k, v in ms.items()},
     )
+    case.mode, case.model = _mode_and_model(data, where, suite_defaults["mode"], suite_defaults["model"])
+    case.env = _env(data, where, suite_defaults["env"])
     if case.kind == "swin_dataloader" and case.ddp:
         raise UserError(f"{where}: a swin_dataloader case cannot be ddp")
     if not case.ddp and case.world_size != 1:
@@ -259,7 +307,9 @@ def suite_from_dict(data, where):
         "warmup": _number(data, "warmup", where, default=5, integer=True, minimum=0),
         "timeout_s": _number(data, "timeout_s", where, default=1800.0, minimum=1),
         "rounds": _number(data, "rounds", where, default=1, integer=True, minimum=1),
+        "env": _env(data, where),
     }
+    defaults["mode"], defaults["model"] = _mode_and_model(data, where, DEFAULT_MODE, "shared")
     cases_data = data.get("cases")
     if not isinstance(cases_data, list) or not cases_data:
         raise UserError(f"{where}: field 'cases' must be a non-empty list")
@@ -315,6 +365,9 @@ def suite_from_dict(data, where):
         interleave=interleave,
         lock_timeout_s=_number(data, "lock_timeout_s", where, default=3600.0, minimum=0),
         show_memory=show_memory,
+        mode=defaults["mode"],
+        model=defaults["model"],
+        env=defaults["env"],
     )
 
 

@@ -53,6 +53,10 @@ def register(subparsers):
                         help="the same as --only pytorch, the old script's spelling")
     builds.add_argument("--no-confirm", action="store_true",
                         help="do not measure flagged cases again before judging them")
+    p.add_argument("--required-label", metavar="LABEL",
+                   help="a failed verdict exits 1 only when the pull request carries LABEL (read through "
+                        "the API with $GITHUB_TOKEN, else from the event payload); otherwise exit 0. The "
+                        "comment and the verdict output still show the failure")
     p.set_defaults(func=run_command)
 
 
@@ -128,6 +132,7 @@ def run_command(args):
         from speedstats.analysis.history import check_history_file
 
         check_history_file(args.history)
+    label_lookup = label_lookup_or_fail(args.required_label)
     out = check_outputs(args)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or ".cache/speedstats")
     progress = _progress
@@ -160,7 +165,22 @@ def run_command(args):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return report(results, suite, out, args, bundle_identity)
+    code = report(results, suite, out, args, bundle_identity)
+    if code == 1 and label_lookup is not None:
+        from speedstats.github.labels import verdict_fails_step
+
+        return 1 if verdict_fails_step(args.required_label, label_lookup) else 0
+    return code
+
+
+def label_lookup_or_fail(label):
+    """For --required-label: the pull request whose labels count, resolved before anything is measured."""
+    if label is None:
+        return None
+    from speedstats.github.labels import check_label, prepare
+
+    check_label(label)
+    return prepare()
 
 
 def write_cancelled_comment(results, suite, out, args):

@@ -34,10 +34,12 @@ def nvidia_library_dirs():
     return dirs
 
 
-def subprocess_env(framework, base=None):
+def subprocess_env(framework, base=None, extra=None):
+    """The environment of a worker: base (default: ours), then the suite's `env:` (extra) on top."""
     env = dict(os.environ if base is None else base)
     for name in SECRET_VARIABLES:
         env.pop(name, None)
+    env.update({name: str(value) for name, value in (extra or {}).items()})
     src = str(Path(speedstats.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")

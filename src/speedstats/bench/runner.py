@@ -111,6 +111,7 @@ class Worker:
             "times": round_iterations or case.times, "warmup": case.warmup, "rounds": rounds or case.rounds,
             "num_workers": case.num_workers,
             "input_size": case.input_size, "dataset_dir": str(dataset_dir) if dataset_dir else None,
+            "mode": case.mode, "model": case.model, "env": case.env,
             "timeout_s": max(1.0, deadline - time.monotonic()),
         }
         (self.control / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -146,7 +147,7 @@ class Worker:
             )
 
     def env(self):
-        env = subprocess_env(self.framework)
+        env = subprocess_env(self.framework, extra=self.case.env)
         return self.build.worker_env(env) if self.build is not None else env
 
     def _processes(self):
@@ -283,7 +284,7 @@ def case_record(case):
         id=case.id, kind=case.kind, batch_size=case.batch_size, times=case.times,
         input_shape=case.input_shape if case.kind == "resnet50" else None,
         num_workers=case.num_workers if case.kind == "swin_dataloader" else None,
-        ddp=case.ddp, world_size=case.world_size,
+        ddp=case.ddp, world_size=case.world_size, mode=case.mode, model=case.model, env=dict(case.env),
     )
 
 

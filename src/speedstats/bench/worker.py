@@ -11,8 +11,11 @@ started by a launcher (which owns the ranks' stdin and stdout) is steered the sa
     worker (rank 0) writes done.json       after the last round: peak memory
     any rank writes    error-RANK.json     on failure, then exits non-zero
     every rank writes  pid-RANK            its process id, first thing
+    every rank writes  env-RANK.json       at start: the values it sees of the suite's env: names
 
 Each rank is SIGKILLed by the kernel when its parent (the runner or the DDP launcher) exits.
+The spec's `mode` says what a ResNet50 step does (see ResNet50Step): `old-bot` measures the old
+bot's work, `clean` the fair comparison.
 
 Only this module imports torch or oneflow, and only the one framework its spec names.
 """
@@ -21,6 +24,7 @@ import argparse
 import functools
 import json
 import os
+import random
 import resource
 import sys
 import time
@@ -63,6 +67,7 @@ class TorchFramework(Framework):
         import torch
 
         self.torch = torch
+        self.nn = torch.nn
         if self.cuda:
             if torch.cuda.device_count() <= self.local_rank:
                 raise RuntimeError(f"rank {self.local_rank} needs GPU {self.local_rank}, "
@@ -77,10 +82,10 @@ class TorchFramework(Framework):
             dist.init_process_group("nccl" if self.cuda else "gloo")
             self.dist = dist
 
-    def resnet50(self):
+    def library_resnet50(self):
         import torchvision
 
-        return torchvision.models.resnet50().to(self.device)
+        return torchvision.models.resnet50()
 
     def wrap_ddp(self, model):
         from torch.nn.parallel import DistributedDataParallel
@@ -91,6 +96,17 @@ class TorchFramework(Framework):
 
     def ones(self, shape):
         return self.torch.ones(shape, device=self.device)
+
+    def old_bot_input(self, shape):
+        """The old script's input: a CPU leaf that requires grad, moved to the device. Returns
+        (input, leaf); every backward also computes the input gradient and adds it to leaf.grad."""
+        import numpy as np
+
+        leaf = self.torch.tensor(np.ones(shape).astype(np.float32), requires_grad=True)
+        return leaf.to(self.device), leaf
+
+    def host_sync(self, loss):
+        loss.cpu()
 
     def sgd(self, params):
         return self.torch.optim.SGD(params, lr=0.01, momentum=0.9)
@@ -103,18 +119,17 @@ class TorchFramework(Framework):
         if self.ddp:
             self.dist.barrier()
 
-    def imagefolder_loader(self, root, batch_size, num_workers, input_size, num_samples, seed):
+    def imagefolder(self, root, input_size):
         import torchvision
         from timm.data import create_transform
 
-        torch = self.torch
-        dataset = torchvision.datasets.ImageFolder(root, transform=swin_transform(create_transform, input_size))
-        generator = torch.Generator().manual_seed(seed)
-        sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=num_samples,
-                                                 generator=generator)
-        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler,
-                                           num_workers=num_workers, drop_last=True,
-                                           worker_init_fn=loader_worker_init())
+        return torchvision.datasets.ImageFolder(root, transform=swin_transform(create_transform, input_size))
+
+    def dataloader(self, dataset, batch_size, num_workers, sampler):
+        return self.torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler,
+                                                num_workers=num_workers, drop_last=True,
+                                                persistent_workers=num_workers > 0,
+                                                worker_init_fn=loader_worker_init())
 
     def peak_memory(self):
         if self.cuda:
@@ -134,6 +149,7 @@ class OneFlowFramework(Framework):
         import oneflow as flow
 
         self.flow = flow
+        self.nn = flow.nn
         if self.cuda:
             if not flow.cuda.is_available() or flow.cuda.device_count() <= self.local_rank:
                 raise RuntimeError(f"rank {self.local_rank} needs GPU {self.local_rank}, "
@@ -142,10 +158,10 @@ class OneFlowFramework(Framework):
         else:
             self.device = flow.device("cpu")
 
-    def resnet50(self):
+    def library_resnet50(self):
         import flowvision
 
-        return flowvision.models.resnet50().to(self.device)
+        return flowvision.models.resnet50()
 
     def wrap_ddp(self, model):
         from oneflow.nn.parallel import DistributedDataParallel
@@ -154,6 +170,15 @@ class OneFlowFramework(Framework):
 
     def ones(self, shape):
         return self.flow.ones(*shape, device=self.device)
+
+    def old_bot_input(self, shape):
+        """The old script's OneFlow input: from numpy, without grad ("due to a bug"); no leaf to keep."""
+        import numpy as np
+
+        return self.flow.tensor(np.ones(shape).astype(np.float32), requires_grad=False).to(self.device), None
+
+    def host_sync(self, loss):
+        loss.numpy()
 
     def sgd(self, params):
         return self.flow.optim.SGD(params, lr=0.01, momentum=0.9)
@@ -166,19 +191,17 @@ class OneFlowFramework(Framework):
         if self.ddp:
             self.flow.comm.barrier()
 
-    def imagefolder_loader(self, root, batch_size, num_workers, input_size, num_samples, seed):
+    def imagefolder(self, root, input_size):
         import flowvision
         from flowvision.data import create_transform
 
-        flow = self.flow
-        dataset = flowvision.datasets.ImageFolder(root, transform=swin_transform(create_transform, input_size))
-        generator = flow.Generator()
-        generator.manual_seed(seed)
-        sampler = flow.utils.data.RandomSampler(dataset, replacement=True, num_samples=num_samples,
-                                                generator=generator)
-        return flow.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler,
-                                          num_workers=num_workers, drop_last=True,
-                                          worker_init_fn=loader_worker_init())
+        return flowvision.datasets.ImageFolder(root, transform=swin_transform(create_transform, input_size))
+
+    def dataloader(self, dataset, batch_size, num_workers, sampler):
+        return self.flow.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler,
+                                               num_workers=num_workers, drop_last=True,
+                                               persistent_workers=num_workers > 0,
+                                               worker_init_fn=loader_worker_init())
 
     def peak_memory(self):
         if self.cuda:
@@ -236,44 +259,115 @@ def nvml_process_memory(gpu_index):
 
 
 class ResNet50Step:
-    """Forward, sum, backward, zero_grad, step, host sync: one training step as the old bot timed it."""
+    """Forward, sum, backward, zero_grad, step, sync: one training step, in the spec's mode.
+
+    old-bot: the shared ResNet50 (speedstats.bench.models), PyTorch's input built as the old script
+    built it (a CPU leaf that requires grad), and the old per-iteration sync, `loss.cpu()` (PyTorch)
+    and `loss.numpy()` (OneFlow). clean: no input gradient and a full device sync (OneFlow's
+    eager.Sync(), torch.cuda.synchronize()); the model is the shared one or, with `model: library`,
+    torchvision's and flowvision's ResNet50.
+    """
 
     def __init__(self, fw, spec):
+        from speedstats.bench.models import resnet50
+        from speedstats.suite import DEFAULT_MODE, MODES
+
         self.fw = fw
-        model = fw.resnet50()
+        self.mode = spec.get("mode", DEFAULT_MODE)
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}")
+        if spec.get("model", "shared") == "library":
+            model = fw.library_resnet50()
+        else:
+            model = resnet50(fw.nn, image_size=spec["image_size"])
+        model = model.to(fw.device)
         if fw.ddp:
             model = fw.wrap_ddp(model)
         self.model = model
         self.optimizer = fw.sgd(model.parameters())
-        self.input = fw.ones([spec["batch_size"], 3, spec["image_size"], spec["image_size"]])
+        shape = [spec["batch_size"], 3, spec["image_size"], spec["image_size"]]
+        if self.mode == "old-bot":
+            self.input, self.input_leaf = fw.old_bot_input(shape)
+        else:
+            self.input, self.input_leaf = fw.ones(shape), None
 
     def run(self, iterations):
-        model, optimizer, data, sync = self.model, self.optimizer, self.input, self.fw.sync
+        model, optimizer, data = self.model, self.optimizer, self.input
+        old_bot, host_sync, sync = self.mode == "old-bot", self.fw.host_sync, self.fw.sync
         for _ in range(iterations):
             loss = model(data).sum()
             loss.backward()
             # set_to_none=False: PyTorch's default (None) would make step() skip every parameter,
-            # while OneFlow's default zeroes them; both then do the same optimizer work.
+            # while OneFlow's default zeroes them; both then do the same optimizer work (as torch
+            # 1.10's default did in the old job).
             optimizer.zero_grad(set_to_none=False)
             optimizer.step()
-            sync()
+            if old_bot:
+                host_sync(loss)
+            else:
+                sync()
+
+    warm_up = run
 
 
-class DataLoaderBatches:
-    """Batches drawn from one long-lived iterator, so worker start-up is not timed."""
+class PhaseSampler:
+    """Random image indices (with replacement, from a seed) for one epoch of `batches` batches.
 
-    def __init__(self, fw, spec):
-        batches = spec["warmup"] + spec["times"] * spec["rounds"] + 1
-        loader = fw.imagefolder_loader(
-            spec["dataset_dir"], spec["batch_size"], spec["num_workers"], spec["input_size"],
-            num_samples=batches * spec["batch_size"], seed=spec.get("seed", 0),
-        )
-        self.iterator = iter(loader)
+    Plain Python, so both frameworks draw the same images. The loader is re-iterated for every
+    phase (warm-up, each round), so an epoch is exactly the batches that phase takes.
+    """
+
+    def __init__(self, dataset_size, batch_size, seed):
+        self.dataset_size = dataset_size
+        self.batch_size = batch_size
+        self.random = random.Random(seed)
+        self.batches = 0
+
+    def __len__(self):
+        return self.batches * self.batch_size
+
+    def __iter__(self):
+        return iter([self.random.randrange(self.dataset_size) for _ in range(len(self))])
+
+
+class EpochBatches:
+    """Batches of a DataLoader whose workers persist (not timed to start) while every phase is
+    an epoch of its own: the timed round begins with iter(), so no batch it takes was prefetched
+    before the clock started. (Drawing a round from the warm-up's iterator would hand it the
+    prefetch_factor x num_workers batches the workers made while the runner waited.) iter() costs
+    a message to each worker and its answer; that is timed.
+    """
+
+    def __init__(self, fw, dataset, batch_size, num_workers, seed):
+        self.sampler = PhaseSampler(len(dataset), batch_size, seed)
+        self.dataset = dataset
+        self.loader_args = (fw, batch_size, num_workers)
+        self.loader = None
+
+    def warm_up(self, iterations):
+        # At least one batch: the loader (and OneFlow's persistent iterator) is made here, with
+        # the warm-up as its first epoch, and must be taken to its end before a round starts.
+        fw, batch_size, num_workers = self.loader_args
+        self.sampler.batches = max(1, iterations)
+        self.loader = fw.dataloader(self.dataset, batch_size, num_workers, self.sampler)
+        self._take(self.sampler.batches)
 
     def run(self, iterations):
-        iterator = self.iterator
-        for _ in range(iterations):
+        self.sampler.batches = iterations
+        self._take(iterations)
+
+    def _take(self, batches):
+        iterator = iter(self.loader)
+        for _ in range(batches):
             next(iterator)
+
+
+class DataLoaderBatches(EpochBatches):
+    """The Swin dataloader case: the ImageFolder of the generated dataset with the Swin transform."""
+
+    def __init__(self, fw, spec):
+        dataset = fw.imagefolder(spec["dataset_dir"], spec["input_size"])
+        super().__init__(fw, dataset, spec["batch_size"], spec["num_workers"], spec.get("seed", 0))
 
 
 MEASUREMENTS = {"resnet50": ResNet50Step, "swin_dataloader": DataLoaderBatches}
@@ -303,10 +397,11 @@ def main(argv=None):
     deadline = time.monotonic() + float(spec["timeout_s"])
     fw = None
     try:
+        _write_json(control / f"env-{rank}.json", {name: os.environ.get(name) for name in spec.get("env") or {}})
         setup_start = time.perf_counter()
         fw = FRAMEWORK_CLASSES[spec["framework"]](spec)
         measurement = MEASUREMENTS[spec["kind"]](fw, spec)
-        measurement.run(spec["warmup"])
+        measurement.warm_up(spec["warmup"])
         fw.sync()
         fw.barrier()
         if rank == 0:

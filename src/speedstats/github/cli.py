@@ -43,6 +43,11 @@ def register(subparsers):
     p = subparsers.add_parser("comment", help="post or update the Speed stats comment on a pull request",
                               description="Post the Speed stats comment (a rendered body file) on a pull request.")
     p.add_argument("--body-file", required=True, metavar="FILE", help="the comment body ('-' for stdin)")
+    p.add_argument("--verdict", choices=("pass", "fail"),
+                   help="the run's verdict (its `verdict` output), for --required-label")
+    p.add_argument("--required-label", metavar="LABEL",
+                   help="after posting, exit 1 when --verdict is fail and the pull request carries LABEL "
+                        "(as the old bot's need-pass-speed-test)")
     _mode(p)
     _common(p)
     p.set_defaults(func=comment_command)
@@ -155,6 +160,12 @@ def post_kind(args, target, client, kind, body, emit_url=True):
 
 
 def comment_command(args):
+    if args.required_label is not None:
+        from speedstats.github.labels import check_label
+
+        check_label(args.required_label)
+        if args.verdict is None:
+            raise UserError("--required-label: needs --verdict pass|fail (the run's verdict output)")
     body = read_text(args.body_file, "comment body")
     if not body.strip():
         raise UserError(f"{args.body_file}: the comment body is empty")
@@ -162,7 +173,13 @@ def comment_command(args):
     if target is None:
         return 0
     client = make_client(args)
-    return guarded(lambda: post_kind(args, target, client, SPEED_STATS, body), client)
+    code = guarded(lambda: post_kind(args, target, client, SPEED_STATS, body), client)
+    if code == 0 and args.required_label is not None and args.verdict == "fail":
+        from speedstats.github.labels import LabelLookup, event_labels, verdict_fails_step
+
+        lookup = LabelLookup(target, event_labels(), None, context.resolve_api_url(args.api_url))
+        return guarded(lambda: 1 if verdict_fails_step(args.required_label, lookup, client) else 0, client)
+    return code
 
 
 def docs_preview_command(args):
