@@ -99,6 +99,14 @@ def test_the_suites_env_reaches_every_worker_and_every_ddp_rank(tiny_run):
             assert seen == env, (case_id, fw, rank)
 
 
+def test_results_record_how_each_case_was_measured(tiny_run):
+    _, _, _, results = tiny_run
+    suite_env = {"SPEEDSTATS_TEST_SUITE_VAR": "from the suite", "NVIDIA_TF32_OVERRIDE": "0"}
+    bs2, ddp = case(results, "resnet50-bs2"), case(results, "resnet50-ddp-bs2")
+    assert (bs2.mode, bs2.model, bs2.env) == ("old-bot", "shared", suite_env)
+    assert ddp.env == dict(suite_env, OMP_NUM_THREADS="1", SPEEDSTATS_TEST_CASE_VAR="from the case")
+
+
 def test_rounds_alternate_between_the_frameworks(tiny_run):
     _, out, _, _ = tiny_run
     from speedstats.bench.runner import round_order
