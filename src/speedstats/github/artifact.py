@@ -66,20 +66,30 @@ def fetch_bundle(client, repo, run_id, artifact_name):
     from speedstats.bundle import MAX_ARCHIVE_BYTES, read_bundle_zip
 
     run = client.workflow_run(repo, run_id)
-    artifacts = client.artifacts(repo, run_id)
-    matching = [a for a in artifacts if a.name == artifact_name]
-    if not matching:
-        names = ", ".join(sorted({a.name for a in artifacts})) or "none"
-        raise UserError(f"--artifact-name: run {run_id} of {repo} has no artifact named {artifact_name!r} "
-                        f"(its artifacts: {names})")
-    artifact = matching[0]
-    where = f"artifact {artifact_name!r} of run {run_id}"
-    if artifact.expired:
-        raise UserError(f"{where}: expired; GitHub no longer has it")
-    if artifact.size > MAX_ARCHIVE_BYTES:
-        raise UserError(f"{where}: {artifact.size} bytes, more than the {MAX_ARCHIVE_BYTES} a bundle may have")
+    artifact, where = find_artifact(client, repo, run_id, artifact_name, MAX_ARCHIVE_BYTES,
+                                    option="--artifact-name", run_text=f"run {run_id} of {repo}",
+                                    limit_text=f"the {MAX_ARCHIVE_BYTES} a bundle may have")
     data = client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES)
     return run, read_bundle_zip(data, where)
+
+
+def find_artifact(client, repo, run_id, name, max_bytes, *, option, run_text, limit_text, expired_hint=""):
+    """(artifact, where): the run's artifact called `name`, there, unexpired and at most max_bytes.
+
+    Each failure is a one-line UserError; `option` names the flag that chose the artifact.
+    """
+    artifacts = client.artifacts(repo, run_id)
+    matching = [a for a in artifacts if a.name == name]
+    if not matching:
+        names = ", ".join(sorted({a.name for a in artifacts})) or "none"
+        raise UserError(f"{option}: {run_text} has no artifact named {name!r} (its artifacts: {names})")
+    artifact = matching[0]
+    where = f"artifact {name!r} of run {run_id}"
+    if artifact.expired:
+        raise UserError(f"{where}: expired; GitHub no longer has it{expired_hint}")
+    if artifact.size > max_bytes:
+        raise UserError(f"{where}: {artifact.size} bytes, more than {limit_text}")
+    return artifact, where
 
 
 def verify(client, repo, run, bundle, where):

@@ -124,6 +124,7 @@ def _copy_bounded(src, out, limit):
 def fetch_baseline_command(args):
     from speedstats.actions_io import set_output
     from speedstats.github import cli
+    from speedstats.github.artifact import find_artifact
 
     repo = context.resolve_repo(args.repo)
     workflow = args.workflow.strip()
@@ -141,18 +142,10 @@ def fetch_baseline_command(args):
         on = f"workflow {workflow!r} on branch {branch!r} of {repo}" + (f" ({event} events)" if event else "")
         if found is None:
             raise UserError(f"--workflow: no successful run of {on}")
-        artifacts = client.artifacts(repo, found.id)
-        matching = [a for a in artifacts if a.name == args.artifact]
-        if not matching:
-            names = ", ".join(sorted({a.name for a in artifacts})) or "none"
-            raise UserError(f"--artifact: run {found.id} ({on}) has no artifact named {args.artifact!r} "
-                            f"(its artifacts: {names})")
-        artifact = matching[0]
-        where = f"artifact {args.artifact!r} of run {found.id}"
-        if artifact.expired:
-            raise UserError(f"{where}: expired; GitHub no longer has it (rerun the build on {branch!r})")
-        if artifact.size > MAX_ARCHIVE_BYTES:
-            raise UserError(f"{where}: {artifact.size} bytes, more than {MAX_ARCHIVE_BYTES}")
+        artifact, where = find_artifact(client, repo, found.id, args.artifact, MAX_ARCHIVE_BYTES,
+                                        option="--artifact", run_text=f"run {found.id} ({on})",
+                                        limit_text=str(MAX_ARCHIVE_BYTES),
+                                        expired_hint=f" (rerun the build on {branch!r})")
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
             client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
