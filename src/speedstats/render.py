@@ -17,7 +17,7 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
-from speedstats.text import fence_safe, markdown_safe
+from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
@@ -202,18 +202,9 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
     )
 
 
-def _time_text(seconds, kind):
-    if seconds is None:
-        return ""
-    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
-
-
 def _percent(ratio):
-    """A ratio as a change in percent, with a change that prints as 0.0 made +0.0 rather than -0.0."""
-    if ratio is None:
-        return None
-    value = (ratio - 1) * 100
-    return value if round(value, 1) != 0 else 0.0
+    """A ratio (1.05) as a change in percent (+5.0)."""
+    return None if ratio is None else change_percent(ratio - 1)
 
 
 def _cell(text):
@@ -245,14 +236,14 @@ def _paired_row(case):
             control_text = paired_analysis.MACHINE_MOVED if drift["moved"] else paired_analysis.STEADY
         ratio = None if drift["change"] is None else drift["change"] + 1
         control = {
-            "base": _time_text(drift["first"], case.kind), "head": _time_text(drift["last"], case.kind),
+            "base": time_text(drift["first"], case.kind), "head": time_text(drift["last"], case.kind),
             "change": _percent(ratio), "low": _percent(drift["low"]), "high": _percent(drift["high"]),
             "moved": drift["moved"], "text": control_text,
         }
     return {
         "case": _cell(case.id), "kind": case.kind,
-        "base": _time_text(base.per_iter_s if base is not None and base.ok else None, case.kind),
-        "head": _time_text(head.per_iter_s if head is not None and head.ok else None, case.kind),
+        "base": time_text(base.per_iter_s if base is not None and base.ok else None, case.kind),
+        "head": time_text(head.per_iter_s if head is not None and head.ok else None, case.kind),
         "change": _percent(p.get("ratio")), "low": _percent(p.get("low")), "high": _percent(p.get("high")),
         "verdict": verdict, "text": _cell(text), "control": control, "confirmation": status,
     }

@@ -40,3 +40,18 @@ def markdown_safe(text, limit):
     brackets, backticks and pipes escaped (no link, image, code or extra table cell) and no @mention
     (a word joiner after each @)."""
     return _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
+
+
+def time_text(seconds, kind):
+    """A time as the Speed stats block prints it: ms for ResNet50, seconds per dataloader batch."""
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
+
+
+def change_percent(fraction):
+    """A change (0.05 for +5 %) in percent, with one that prints as 0.0 made +0.0 rather than -0.0."""
+    if fraction is None:
+        return None
+    value = fraction * 100
+    return value if round(value, 1) != 0 else 0.0

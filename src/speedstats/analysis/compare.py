@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from speedstats.analysis import stats
 from speedstats.results import FRAMEWORKS
+from speedstats.text import change_percent, fence_safe, time_text
 from speedstats.verdict import FAIL_MARK
 
 COMPARE_SCHEMA = "speedstats/compare/v1"
@@ -172,11 +173,11 @@ def table_context(report):
         rows.append({
             "case": _cell(row.case_id),
             "framework": row.label,
-            "base": _time_text(c.base_s, row.kind),
-            "head": _time_text(c.head_s, row.kind),
-            "change": _percent(c.change),
-            "low": None if c.low is None else _percent(c.low - 1),
-            "high": None if c.high is None else _percent(c.high - 1),
+            "base": time_text(c.base_s, row.kind),
+            "head": time_text(c.head_s, row.kind),
+            "change": change_percent(c.change),
+            "low": None if c.low is None else change_percent(c.low - 1),
+            "high": None if c.high is None else change_percent(c.high - 1),
             "verdict": c.verdict,
             "text": _cell(c.text),
             "rounds": (c.base_rounds, c.head_rounds),
@@ -193,25 +194,8 @@ def table_context(report):
     }
 
 
-def _time_text(seconds, kind):
-    """A time as the Speed stats block prints it: ms for ResNet50, seconds per dataloader batch."""
-    if seconds is None:
-        return ""
-    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
-
-
-def _percent(fraction):
-    """Percent, with a change that prints as 0.0 made +0.0 rather than -0.0."""
-    if fraction is None:
-        return None
-    value = fraction * 100
-    return value if round(value, 1) != 0 else 0.0
-
-
 def _cell(text):
     """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
-    from speedstats.text import fence_safe
-
     return fence_safe(text, 300).replace("|", "\\|")
 
 
