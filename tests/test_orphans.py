@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from procfs import running
 from speedstats import results as results_model
 
 pytestmark = pytest.mark.heavy
@@ -65,15 +66,6 @@ def case_pids(out, case_id):
             assert path.exists(), f"{path} missing: the case did not start all its processes"
             pids[f"{fw}/{name}"] = int(path.read_text())
     return pids
-
-
-def running(pid):
-    """True while the process exists and has not exited (a zombie has exited: it runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
 
 
 def survivors(pids):

@@ -12,19 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from procfs import running
 from speedstats.bench import processes
 from speedstats.bench.environment import subprocess_env
 from speedstats.lock import device_lock, held_lock_fds
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-def running(pid):
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
 
 
 def wait_for_file(path, timeout_s=30):
