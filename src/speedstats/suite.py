@@ -19,7 +19,7 @@ from speedstats.resources import suites_dir
 
 CASE_KINDS = ("resnet50", "swin_dataloader")
 DEFAULT_GPU_KEY = "default"
-# What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and the README).
+# What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and docs/methodology.md).
 MODES = ("old-bot", "clean")
 MODELS = ("shared", "library")
 DEFAULT_MODE = "old-bot"
