@@ -265,13 +265,10 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
 
 
 @pytest.fixture
-def gh():
-    from fakegithub import FakeGitHub
-
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, PR, labels=["automerge", "bug"], head_sha=HEAD)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, PR, labels=["automerge", "bug"], head_sha=HEAD)
+    return server
 
 
 def test_comment_lands_byte_for_byte_and_comment_url_is_set(tmp_path, gh):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, run_speedstats
+from fakegithub import actions_env, run_speedstats
 from speedstats.actions_io import read_outputs
 
 REPO = "Oneflow-Inc/oneflow"
@@ -25,10 +25,8 @@ def wheelhouse(members):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
 def pr_event(base="master"):

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats import results as results_model
 from speedstats.bundle import write_bundle
 from speedstats.render import render_speed_stats
@@ -41,10 +41,8 @@ def bundle_zip(tmp_path, pr=7, sha=SHA, run_id=RUN, repo=REPO, body=BODY):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
 def fork_setup(gh, tmp_path, conclusion="success", **bundle):

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 
 REPO = "o/r"
 TOKEN = "ghs_Fau1tT0kenThatMustNeverBePrinted00002"
@@ -15,11 +15,10 @@ CREATE = f"/repos/{REPO}/issues/7/comments"
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, 7, labels=["automerge"], head_sha=SHA)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, 7, labels=["automerge"], head_sha=SHA)
+    return server
 
 
 @pytest.fixture

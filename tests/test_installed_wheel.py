@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats.analysis.history import append_history
 from speedstats.bundle import write_bundle
 from speedstats.results import loads
@@ -136,10 +136,8 @@ def test_trend_says_matplotlib_is_missing(venv, tmp_path):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
 def github_env(gh, tmp_path, **extra):

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats.errors import UserError
 from speedstats.github import labels
 
@@ -17,11 +17,10 @@ BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n â
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, 7, labels=["bug"], head_sha=SHA)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, 7, labels=["bug"], head_sha=SHA)
+    return server
 
 
 def labelled_event(*names):

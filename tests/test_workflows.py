@@ -313,13 +313,10 @@ def test_expressions_the_example_relies_on():
 
 
 @pytest.fixture
-def gh():
-    from fakegithub import FakeGitHub
-
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, PR, labels=["automerge"], head_sha=HEAD)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, PR, labels=["automerge"], head_sha=HEAD)
+    return server
 
 
 def prepared_workspace(tmp_path, max_oneflow_ms):
