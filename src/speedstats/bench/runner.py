@@ -36,6 +36,7 @@ from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
 from speedstats.bench import processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
+from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.fsutil import write_atomic
 from speedstats.lock import held_lock_fds
 from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
@@ -105,16 +106,16 @@ class Worker:
             shutil.rmtree(self.control)
         self.control.mkdir(parents=True)
         self.log_path = self.control / "worker.log"
-        spec = {
-            "framework": self.framework, "role": self.role, "kind": case.kind, "device": device,
-            "ddp": case.ddp, "batch_size": case.batch_size, "image_size": case.image_size,
-            "times": round_iterations or case.times, "warmup": case.warmup, "rounds": rounds or case.rounds,
-            "num_workers": case.num_workers,
-            "input_size": case.input_size, "dataset_dir": str(dataset_dir) if dataset_dir else None,
-            "mode": case.mode, "model": case.model, "env": case.env,
-            "timeout_s": max(1.0, deadline - time.monotonic()),
-        }
-        (self.control / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        spec = WorkerSpec(
+            framework=self.framework, role=self.role, kind=case.kind, device=device,
+            ddp=case.ddp, batch_size=case.batch_size, image_size=case.image_size,
+            times=round_iterations or case.times, warmup=case.warmup, rounds=rounds or case.rounds,
+            num_workers=case.num_workers,
+            input_size=case.input_size, dataset_dir=str(dataset_dir) if dataset_dir else None,
+            mode=case.mode, model=case.model, env=case.env,
+            timeout_s=max(1.0, deadline - time.monotonic()),
+        )
+        (self.control / SPEC_FILE).write_text(spec.to_json(), encoding="utf-8")
 
     def command(self):
         worker = ["-m", "speedstats.bench.worker", "--control", str(self.control)]

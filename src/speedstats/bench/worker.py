@@ -2,7 +2,7 @@
 
     python -m speedstats.bench.worker --control DIR
 
-The runner writes DIR/spec.json and steers the worker through files in DIR, so that a DDP group
+The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the worker through files in DIR, so that a DDP group
 started by a launcher (which owns the ranks' stdin and stdout) is steered the same way:
 
     worker (rank 0) writes ready.json      after setup and warm-up
@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path
 
 from speedstats.bench import processes
+from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.text import one_line
 
 POLL_S = 0.005
@@ -54,9 +55,9 @@ class Framework:
     """What a measurement needs from a framework: device, sync, barrier, memory figure."""
 
     def __init__(self, spec):
-        self.ddp = spec["ddp"]
+        self.ddp = spec.ddp
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.cuda = spec["device"] == "cuda"
+        self.cuda = spec.device == "cuda"
 
 
 class TorchFramework(Framework):
@@ -273,19 +274,19 @@ class ResNet50Step:
         from speedstats.suite import DEFAULT_MODE, MODES
 
         self.fw = fw
-        self.mode = spec.get("mode", DEFAULT_MODE)
+        self.mode = spec.mode or DEFAULT_MODE
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}")
-        if spec.get("model", "shared") == "library":
+        if spec.model == "library":
             model = fw.library_resnet50()
         else:
-            model = resnet50(fw.nn, image_size=spec["image_size"])
+            model = resnet50(fw.nn, image_size=spec.image_size)
         model = model.to(fw.device)
         if fw.ddp:
             model = fw.wrap_ddp(model)
         self.model = model
         self.optimizer = fw.sgd(model.parameters())
-        shape = [spec["batch_size"], 3, spec["image_size"], spec["image_size"]]
+        shape = [spec.batch_size, 3, spec.image_size, spec.image_size]
         if self.mode == "old-bot":
             self.input, self.input_leaf = fw.old_bot_input(shape)
         else:
@@ -366,8 +367,8 @@ class DataLoaderBatches(EpochBatches):
     """The Swin dataloader case: the ImageFolder of the generated dataset with the Swin transform."""
 
     def __init__(self, fw, spec):
-        dataset = fw.imagefolder(spec["dataset_dir"], spec["input_size"])
-        super().__init__(fw, dataset, spec["batch_size"], spec["num_workers"], spec.get("seed", 0))
+        dataset = fw.imagefolder(spec.dataset_dir, spec.input_size)
+        super().__init__(fw, dataset, spec.batch_size, spec.num_workers, spec.seed)
 
 
 MEASUREMENTS = {"resnet50": ResNet50Step, "swin_dataloader": DataLoaderBatches}
@@ -393,26 +394,26 @@ def main(argv=None):
     control = args.control
     rank = int(os.environ.get("RANK", "0"))
     (control / f"pid-{rank}").write_text(str(os.getpid()), encoding="utf-8")
-    spec = json.loads((control / "spec.json").read_text(encoding="utf-8"))
-    deadline = time.monotonic() + float(spec["timeout_s"])
+    spec = WorkerSpec.from_json((control / SPEC_FILE).read_text(encoding="utf-8"))
+    deadline = time.monotonic() + float(spec.timeout_s)
     fw = None
     try:
-        _write_json(control / f"env-{rank}.json", {name: os.environ.get(name) for name in spec.get("env") or {}})
+        _write_json(control / f"env-{rank}.json", {name: os.environ.get(name) for name in spec.env or {}})
         setup_start = time.perf_counter()
-        fw = FRAMEWORK_CLASSES[spec["framework"]](spec)
-        measurement = MEASUREMENTS[spec["kind"]](fw, spec)
-        measurement.warm_up(spec["warmup"])
+        fw = FRAMEWORK_CLASSES[spec.framework](spec)
+        measurement = MEASUREMENTS[spec.kind](fw, spec)
+        measurement.warm_up(spec.warmup)
         fw.sync()
         fw.barrier()
         if rank == 0:
             _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid(),
-                                                 "imported": imported_framework(spec["framework"])})
-        for k in range(spec["rounds"]):
+                                                 "imported": imported_framework(spec.framework)})
+        for k in range(spec.rounds):
             _wait_for(control / f"go-{k}", deadline)
             fw.barrier()
             started_unix = time.time()
             start = time.perf_counter()
-            measurement.run(spec["times"])
+            measurement.run(spec.times)
             total = time.perf_counter() - start
             if rank == 0:
                 _write_json(control / f"round-{k}.json",
