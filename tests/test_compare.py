@@ -9,7 +9,8 @@ import pytest
 from speedstats import cli
 from speedstats import results as results_model
 from speedstats.analysis import stats
-from speedstats.analysis.compare import compare_results, render_table
+from speedstats.analysis.compare import compare_results
+from speedstats.render import render_baseline_table
 from speedstats.results import CaseResult, FrameworkResult, Results
 
 
@@ -70,7 +71,7 @@ EXPECTED_TABLE = (
 
 
 def test_markdown_table_byte_for_byte():
-    assert render_table(compare_results(BASE, HEAD)) == EXPECTED_TABLE
+    assert render_baseline_table(compare_results(BASE, HEAD)) == EXPECTED_TABLE
 
 
 def test_verdicts_per_case_and_framework():
@@ -144,7 +145,7 @@ def test_a_failure_text_stays_inside_its_table_cell():
     base = run([resnet("resnet50-bs16", [0.040] * 5, [0.057] * 5)])
     head = run([resnet("resnet50-bs16", [0.040] * 5, [0.057] * 5)])
     head.cases[0].error = "worker exited | see log\nTraceback ..."
-    table = render_table(compare_results(base, head))
+    table = render_baseline_table(compare_results(base, head))
     assert table.splitlines()[-1] == (
         "| resnet50-bs16 PyTorch |  |  |  | not comparable: head failed: worker exited \\| see log Traceback ... |"
     )

@@ -6,9 +6,9 @@ import pytest
 
 from speedstats import results as results_model
 from speedstats.errors import UserError
-from speedstats.parse import case_id_for, parse_blocks, parse_speed_stats
+from speedstats.parse import parse_blocks, parse_speed_stats
 from speedstats.render import render_speed_stats
-from speedstats.results import CaseResult, FrameworkResult, Results
+from speedstats.results import CaseResult, FrameworkResult, Results, case_id_for
 from speedstats.suite import load_suite
 
 DATA = Path(__file__).parent / "data"

@@ -17,10 +17,12 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
+from speedstats.results import case_id_for
 from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
+BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 ROLE_LABELS = {"oneflow": "head", "oneflow_base": "base", "pytorch": "PyTorch"}
 MAIN_PACKAGE = {"oneflow": ("oneflow", "OneFlow"), "pytorch": ("torch", "PyTorch")}
 COMPANIONS = {"oneflow": ("flowvision",), "pytorch": ("torchvision", "timm")}
@@ -140,8 +142,6 @@ def _framework_view(fw):
 
 
 def _standard_id(case):
-    from speedstats.parse import case_id_for
-
     try:
         return case_id_for(case.kind, case.batch_size, ddp=case.ddp, num_workers=case.num_workers,
                            world_size=case.world_size)
@@ -298,6 +298,47 @@ def notes_context(results):
         "min_effect": stats.DEFAULT_MIN_EFFECT * 100, "confidence": stats.DEFAULT_CONFIDENCE * 100,
         "fail_mark": verdicts.FAIL_MARK,
     }
+
+
+def baseline_table_context(report):
+    """What the baseline table template sees of an analysis.compare Report: one entry per row, with
+    its figures in printed units."""
+    rows = []
+    for row in report.rows:
+        c = row.comparison
+        rows.append({
+            "case": _table_cell(row.case_id),
+            "framework": row.label,
+            "base": time_text(c.base_s, row.kind),
+            "head": time_text(c.head_s, row.kind),
+            "change": change_percent(c.change),
+            "low": None if c.low is None else change_percent(c.low - 1),
+            "high": None if c.high is None else change_percent(c.high - 1),
+            "verdict": c.verdict,
+            "text": _table_cell(c.text),
+            "rounds": (c.base_rounds, c.head_rounds),
+        })
+    return {
+        "rows": rows,
+        "min_effect": report.min_effect * 100,
+        "confidence": report.confidence * 100,
+        "single_round_threshold": report.single_round_threshold * 100,
+        "regressions": len(report.regressions),
+        "base": report.base,
+        "head": report.head,
+        "fail_mark": verdicts.FAIL_MARK,
+    }
+
+
+def _table_cell(text):
+    """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
+    return fence_safe(text, 300).replace("|", "\\|")
+
+
+def render_baseline_table(report, templates_dir=None):
+    """The markdown table of an analysis.compare Report that follows the Speed stats block (no newline
+    at the end)."""
+    return render_template(BASELINE_TABLE_TEMPLATE, baseline_table_context(report), templates_dir)
 
 
 def render_docs_preview(base_url, owner, repo, number, templates_dir=None):

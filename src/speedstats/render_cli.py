@@ -46,10 +46,10 @@ def render_command(args):
 def with_baseline_table(body, results, args):
     """The Speed stats block, a blank line, then the table against the --baseline run."""
     from speedstats.analysis.cli import compare_report
-    from speedstats.analysis.compare import render_table
+    from speedstats.render import render_baseline_table
 
     report = compare_report(args.baseline, results, args)
-    return f"{body}\n\n{render_table(report, templates_dir=args.templates)}", report.regressions
+    return f"{body}\n\n{render_baseline_table(report, templates_dir=args.templates)}", report.regressions
 
 
 def parse_command(args):

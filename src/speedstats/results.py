@@ -20,9 +20,26 @@ BASE = "oneflow_base"  # the OneFlow build the head is judged against, when a ba
 CONTENDERS = ("oneflow", BASE, "pytorch")
 CASE_KINDS = ("resnet50", "swin_dataloader")
 MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
+DEFAULT_DDP_WORLD_SIZE = 2  # the old bot's DDP cases ran on 2 ranks
 # per_iter_s may differ from total_s / times by half the last printed digit: the comment prints
 # resnet50 times in ms with one decimal and dataloader times in s with three (parse reads them back).
 PRINTED_HALF_UNIT_S = {"resnet50": 0.05e-3, "swin_dataloader": 0.5e-3}
+
+
+def case_id_for(kind, batch_size, ddp=False, num_workers=None, world_size=DEFAULT_DDP_WORLD_SIZE):
+    """The suite id of a case: resnet50-bs16, resnet50-ddp-bs16, swin-dataloader-w4.
+
+    A DDP run on other than 2 ranks gets its own id (resnet50-ddp4-bs16), so the 2-rank thresholds
+    of the default suite do not apply to it.
+    """
+    if kind == "resnet50":
+        if not ddp:
+            return f"resnet50-bs{batch_size}"
+        ranks = "" if world_size == DEFAULT_DDP_WORLD_SIZE else str(world_size)
+        return f"resnet50-ddp{ranks}-bs{batch_size}"
+    if kind == "swin_dataloader":
+        return f"swin-dataloader-w{num_workers}"
+    raise ValueError(f"unknown case kind {kind!r}")
 
 
 @dataclass

@@ -13,11 +13,8 @@ from dataclasses import dataclass, field
 
 from speedstats.analysis import stats
 from speedstats.results import FRAMEWORKS
-from speedstats.text import change_percent, fence_safe, time_text
-from speedstats.verdict import FAIL_MARK
 
 COMPARE_SCHEMA = "speedstats/compare/v1"
-BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 FRAMEWORK_LABELS = {"oneflow": "OneFlow", "pytorch": "PyTorch"}
 UNKNOWN_GPU = "unknown"  # the GPU name `speedstats parse` gives a block without a GPU line
 _WORKLOAD_FIELDS = ("kind", "batch_size", "input_shape", "num_workers", "ddp", "world_size")
@@ -164,43 +161,3 @@ def compare_results(
         head=_run_summary(head),
     )
 
-
-def table_context(report):
-    """What the baseline table template sees: one entry per row, with its figures in printed units."""
-    rows = []
-    for row in report.rows:
-        c = row.comparison
-        rows.append({
-            "case": _cell(row.case_id),
-            "framework": row.label,
-            "base": time_text(c.base_s, row.kind),
-            "head": time_text(c.head_s, row.kind),
-            "change": change_percent(c.change),
-            "low": None if c.low is None else change_percent(c.low - 1),
-            "high": None if c.high is None else change_percent(c.high - 1),
-            "verdict": c.verdict,
-            "text": _cell(c.text),
-            "rounds": (c.base_rounds, c.head_rounds),
-        })
-    return {
-        "rows": rows,
-        "min_effect": report.min_effect * 100,
-        "confidence": report.confidence * 100,
-        "single_round_threshold": report.single_round_threshold * 100,
-        "regressions": len(report.regressions),
-        "base": report.base,
-        "head": report.head,
-        "fail_mark": FAIL_MARK,
-    }
-
-
-def _cell(text):
-    """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
-    return fence_safe(text, 300).replace("|", "\\|")
-
-
-def render_table(report, templates_dir=None):
-    """The markdown table that follows the Speed stats block (no newline at the end)."""
-    from speedstats.render import render_template
-
-    return render_template(BASELINE_TABLE_TEMPLATE, table_context(report), templates_dir)
