@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from speedstats import verdict as verdicts
+from speedstats.contenders import ROLE_WORDS, of_family
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
 from speedstats.results import case_id_for
@@ -23,9 +24,7 @@ from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
 BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
-ROLE_LABELS = {"oneflow": "head", "oneflow_base": "base", "pytorch": "PyTorch"}
-MAIN_PACKAGE = {"oneflow": ("oneflow", "OneFlow"), "pytorch": ("torch", "PyTorch")}
-COMPANIONS = {"oneflow": ("flowvision",), "pytorch": ("torchvision", "timm")}
+ROLE_LABELS = ROLE_WORDS  # the role of each build in the builds line: head, base, PyTorch
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
 GPU_NAME_LIMIT = 200
@@ -252,7 +251,8 @@ def _paired_row(case):
 def build_text(provenance):
     """One build as the builds line names it: version, git commit, and where it came from."""
     family = provenance.get("family", "oneflow")
-    package, label = MAIN_PACKAGE.get(family, (family, family))
+    known = of_family(family)
+    package, label = (known.package, known.framework) if known is not None else (family, family)
     packages = provenance.get("packages") or {}
     main = packages.get(package) or {}
     details = []
@@ -266,7 +266,7 @@ def build_text(provenance):
     else:
         details.append(provenance.get("source") or "installed")
     text = f"{label} {main.get('version') or 'unknown version'} ({', '.join(details)})"
-    companions = [f"{name} {packages[name]['version']}" for name in COMPANIONS.get(family, ())
+    companions = [f"{name} {packages[name]['version']}" for name in (known.companions if known else ())
                   if (packages.get(name) or {}).get("version")]
     if companions:
         text += f" with {', '.join(companions)}"

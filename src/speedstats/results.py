@@ -12,12 +12,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from speedstats.contenders import ROLES, SPEED_STATS_ROLES
 from speedstats.errors import UserError
 
 SCHEMA = "speedstats/results/v1"
-FRAMEWORKS = ("oneflow", "pytorch")  # the two of the Speed stats block: the head OneFlow and PyTorch
-BASE = "oneflow_base"  # the OneFlow build the head is judged against, when a baseline is given
-CONTENDERS = ("oneflow", BASE, "pytorch")
 CASE_KINDS = ("resnet50", "swin_dataloader")
 MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
 DEFAULT_DDP_WORLD_SIZE = 2  # the old bot's DDP cases ran on 2 ranks
@@ -87,7 +85,7 @@ class CaseResult:
     @property
     def measured(self):
         """The frameworks of the Speed stats block this case ran (both, unless a subset was asked for)."""
-        return [name for name in FRAMEWORKS if name in self.frameworks] or list(FRAMEWORKS)
+        return [name for name in SPEED_STATS_ROLES if name in self.frameworks] or list(SPEED_STATS_ROLES)
 
     @property
     def failure(self):
@@ -107,7 +105,7 @@ class CaseResult:
     @property
     def relative_speed(self):
         """PyTorch time over OneFlow time per iteration, from unrounded figures."""
-        if self.failure or len(self.measured) < len(FRAMEWORKS):
+        if self.failure or len(self.measured) < len(SPEED_STATS_ROLES):
             return None
         of, pt = self.frameworks["oneflow"], self.frameworks["pytorch"]
         return (pt.total_s / pt.times) / (of.total_s / of.times)
@@ -258,7 +256,7 @@ def case_from_dict(data, where):
     frameworks_data = _field(data, "frameworks", (dict,), where, required=False, default={})
     frameworks = {}
     for name, fw in frameworks_data.items():
-        if name not in CONTENDERS:
+        if name not in ROLES:
             raise UserError(f"{where}: unknown framework {name!r} in 'frameworks'")
         frameworks[name] = framework_from_dict(fw, f"{where}.frameworks.{name}", kind)
     shape = _field(data, "input_shape", (list,), where, required=False)
@@ -326,8 +324,8 @@ def results_from_dict(data, where="results"):
 def _builds(data, where):
     builds = _field(data, "builds", (dict,), where, required=False, default={})
     for role, build in builds.items():
-        if role not in CONTENDERS or not isinstance(build, dict):
-            raise UserError(f"{where}: field 'builds.{role}' must be one of {', '.join(CONTENDERS)} "
+        if role not in ROLES or not isinstance(build, dict):
+            raise UserError(f"{where}: field 'builds.{role}' must be one of {', '.join(ROLES)} "
                             "mapped to an object")
     return dict(builds)
 

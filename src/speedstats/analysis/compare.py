@@ -12,10 +12,9 @@ import json
 from dataclasses import dataclass, field
 
 from speedstats.analysis import stats
-from speedstats.results import FRAMEWORKS
+from speedstats.contenders import LABELS, SPEED_STATS_ROLES
 
 COMPARE_SCHEMA = "speedstats/compare/v1"
-FRAMEWORK_LABELS = {"oneflow": "OneFlow", "pytorch": "PyTorch"}
 UNKNOWN_GPU = "unknown"  # the GPU name `speedstats parse` gives a block without a GPU line
 _WORKLOAD_FIELDS = ("kind", "batch_size", "input_shape", "num_workers", "ddp", "world_size")
 
@@ -29,7 +28,7 @@ class Row:
 
     @property
     def label(self):
-        return FRAMEWORK_LABELS.get(self.framework, self.framework)
+        return LABELS.get(self.framework, self.framework)
 
     def to_dict(self):
         return {"case": self.case_id, "kind": self.kind, "framework": self.framework, **self.comparison.to_dict()}
@@ -125,7 +124,7 @@ def compare_results(
 
     for head_case in head.cases:
         base_case = base_cases.get(head_case.id)
-        for name in FRAMEWORKS:
+        for name in SPEED_STATS_ROLES:
             if base_case is None:
                 not_comparable(head_case, name, "not in base")
                 continue
@@ -150,7 +149,7 @@ def compare_results(
             rows.append(Row(head_case.id, head_case.kind, name, comparison))
     for base_case in base.cases:
         if base_case.id not in head_ids:
-            for name in FRAMEWORKS:
+            for name in SPEED_STATS_ROLES:
                 not_comparable(base_case, name, "not in head")
     return Report(
         rows=rows,
@@ -160,4 +159,3 @@ def compare_results(
         base=_run_summary(base),
         head=_run_summary(head),
     )
-

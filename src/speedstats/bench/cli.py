@@ -7,8 +7,6 @@ from pathlib import Path
 
 from speedstats.errors import EXIT_CASE_FAILED, EXIT_VERDICT_FAILED, UserError
 
-BENCHMARK_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
-
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -76,15 +74,16 @@ def check_templates(suite, templates_dir):
     a broken template then fails in a second, not after the whole run."""
     from speedstats.analysis.paired import judge_paired
     from speedstats.bench.runner import case_record
+    from speedstats.contenders import ROLES, contender
     from speedstats.render import render_speed_stats
-    from speedstats.results import CONTENDERS, FrameworkResult, Results
+    from speedstats.results import FrameworkResult, Results
 
     cases = []
     for spec in suite.cases + suite.cases[:1]:
         record = case_record(spec)
         rounds = [1.0 / spec.times] * 6
         record.frameworks = {fw: FrameworkResult(total_s=1.0, per_iter_s=1.0 / spec.times, times=spec.times,
-                                                 rounds_s=rounds) for fw in CONTENDERS}
+                                                 rounds_s=rounds) for fw in ROLES}
         record.paired = judge_paired(rounds, rounds)
         cases.append(record)
     cases[0].confirmation = {"flags": [f"{cases[0].id}: a made-up flag"], "status": "confirmed"}
@@ -92,7 +91,7 @@ def check_templates(suite, templates_dir):
     made_up = {"family": "oneflow", "source": "wheel",
                "packages": {"oneflow": {"version": "0.0.0", "wheel": "oneflow-0.0.0-py3-none-any.whl",
                                         "sha256": "0" * 64, "git_commit": "0" * 40}}}
-    builds = {role: dict(made_up, family="pytorch" if role == "pytorch" else "oneflow") for role in CONTENDERS}
+    builds = {role: dict(made_up, family=contender(role).family) for role in ROLES}
     render_speed_stats(Results(suite=suite.name, device="cpu", gpu_name="template check", cases=cases,
                                builds=builds), suite, templates_dir=templates_dir)
 
@@ -100,9 +99,9 @@ def check_templates(suite, templates_dir):
 def check_frameworks_installed(families=("oneflow", "pytorch")):
     import importlib.util
 
-    from speedstats.bench.builds import FAMILIES
+    from speedstats.contenders import family_packages
 
-    wanted = [name for family in families for name in FAMILIES[family]]
+    wanted = [name for family in families for name in family_packages(family)]
     missing = [name for name in wanted if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"run needs {', '.join(missing)} installed: run ./scripts/bootstrap.sh "
@@ -197,7 +196,7 @@ def write_cancelled_comment(results, suite, out, args):
 def build_requests(suite, args):
     """The builds to prepare, and the contenders to measure, from the suite's 'builds:' and the flags."""
     from speedstats.bench.builds import parse_build_spec
-    from speedstats.results import BASE
+    from speedstats.contenders import BASE
 
     spec = suite.builds
     oneflow = args.oneflow or spec.oneflow

@@ -37,13 +37,12 @@ from speedstats.analysis.stats import spread
 from speedstats.bench import processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.contenders import BASE, LABELS, ROLES, contender
 from speedstats.fsutil import write_atomic
 from speedstats.lock import held_lock_fds
-from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
+from speedstats.results import CaseResult, FrameworkResult, Results
 
 POLL_S = 0.005
-LABELS = {"oneflow": "OneFlow", BASE: "OneFlow base", "pytorch": "PyTorch"}
-FAMILY = {"oneflow": "oneflow", BASE: "oneflow", "pytorch": "pytorch"}
 # With a baseline, a case needs rounds for an interval: its timed iterations are split into this
 # many rounds (not multiplied), unless the suite asks for more.
 BASELINE_ROUNDS = 5
@@ -95,7 +94,7 @@ class Worker:
     def __init__(self, framework, case, device, control_dir, dataset_dir, deadline, build=None,
                  rounds=None, round_iterations=None):
         self.role = framework
-        self.framework = FAMILY[framework]
+        self.framework = contender(framework).family
         self.build = build
         self.case = case
         self.control = Path(control_dir)
@@ -336,8 +335,8 @@ class SuiteRunner:
         self.progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
         self.gpu_name = gpu_name
         self.builds = builds or {}
-        default = [c for c in CONTENDERS if c != BASE or BASE in self.builds]
-        self.contenders = [c for c in CONTENDERS if c in (contenders or default)]
+        default = [c for c in ROLES if c != BASE or BASE in self.builds]
+        self.contenders = [c for c in ROLES if c in (contenders or default)]
         self.confirm = confirm
 
     @property
@@ -360,7 +359,7 @@ class SuiteRunner:
                     kill_started_workers()  # nothing of a case outlives it
                 results.finished_at = now_iso()
                 write_atomic(results_path, results.to_json())
-        except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.bench.cli)
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.pipeline)
             kill_started_workers()  # again: the signal may have cut the sweep above short
             results.cancelled = True
             results.finished_at = now_iso()
