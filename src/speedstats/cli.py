@@ -25,7 +25,7 @@ from speedstats.errors import (
 from speedstats.text import one_line
 
 COMMAND_MODULES = (
-    "speedstats.bench.cli",  # run
+    "speedstats.run_cli",  # run
     "speedstats.render_cli",  # render, parse
     "speedstats.analysis.cli",  # compare, trend
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline

@@ -9,7 +9,7 @@ UserError naming the template file and line. No framework is imported here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -23,22 +23,12 @@ from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
-BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 ROLE_LABELS = ROLE_WORDS  # the role of each build in the builds line: head, base, PyTorch
+BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
 GPU_NAME_LIMIT = 200
 CASE_ID_LIMIT = 100
-
-
-@dataclass
-class Rendered:
-    body: str
-    score: int
-    passed: bool
-    cases: list[verdicts.CaseVerdict]
-    reasons: list[str] = field(default_factory=list)  # why the verdict failed, one line each
-    regressions: list[str] = field(default_factory=list)  # cases slower than the base build
 
 
 @dataclass
@@ -170,14 +160,14 @@ def case_view(case, case_verdict):
     )
 
 
-def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
-    """The Speed stats comment body for results judged against suite (None: no thresholds).
+def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=None):
+    """The Speed stats comment body for results and their verdict, `verdict.judge(results, suite)`
+    (suite None: no thresholds).
 
     show_memory adds each case's peak memory lines; None takes the suite's `show_memory`.
     """
     if show_memory is None:
         show_memory = bool(getattr(suite, "show_memory", False))
-    verdict = verdicts.judge(results, suite)
     context = {
         "gpu_name": fence_safe(results.gpu_name, GPU_NAME_LIMIT),
         "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
@@ -195,10 +185,7 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
     notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
-    return Rendered(
-        body=body, score=verdict.score, passed=verdict.passed, cases=verdict.cases, reasons=verdict.reasons,
-        regressions=verdict.regressions,
-    )
+    return body
 
 
 def _percent(ratio):

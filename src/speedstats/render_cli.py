@@ -13,6 +13,7 @@ from speedstats.fsutil import read_text, write_atomic
 from speedstats.parse import UNKNOWN_GPU, parse_speed_stats
 from speedstats.render import render_speed_stats, write_stdout
 from speedstats.suite import builtin_profiles, load_suite
+from speedstats.verdict import judge
 
 
 def suite_for(results, suite_path=None, profile=None):
@@ -25,22 +26,24 @@ def suite_for(results, suite_path=None, profile=None):
 def render_command(args):
     results = results_model.load(args.results)
     suite = suite_for(results, args.suite, args.profile)
-    rendered = render_speed_stats(results, suite, templates_dir=args.templates, show_memory=args.memory or None)
-    body, regressions = rendered.body, []
+    verdict = judge(results, suite)
+    body = render_speed_stats(results, suite, verdict, templates_dir=args.templates,
+                              show_memory=args.memory or None)
+    regressions = []
     if args.baseline:
         body, regressions = with_baseline_table(body, results, args)
     if args.out:
         write_atomic(args.out, body)
     else:
         write_stdout(body)
-    if not rendered.passed:
-        print(f"speedstats: verdict: failed (score {rendered.score})", file=sys.stderr)
-        for reason in rendered.reasons:
+    if not verdict.passed:
+        print(f"speedstats: verdict: failed (score {verdict.score})", file=sys.stderr)
+        for reason in verdict.reasons:
             print(f"speedstats:   {reason}", file=sys.stderr)
     for row in regressions:
         print(f"speedstats: regression: {row.case_id} {row.label}: {row.comparison.change * 100:+.1f}% "
               f"({row.comparison.text})", file=sys.stderr)
-    return 0 if rendered.passed and not regressions else 1
+    return 0 if verdict.passed and not regressions else 1
 
 
 def with_baseline_table(body, results, args):
