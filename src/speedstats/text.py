@@ -1,6 +1,7 @@
 """Text helpers shared by every layer (no framework, Jinja or GitHub imports)."""
 
 import re
+import reprlib
 import unicodedata
 
 # Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), and
@@ -17,6 +18,15 @@ def one_line(text, limit):
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "\u2026"
     return text
+
+
+def shown(value, limit=60):
+    """repr() of a value from outside for an error message, at most `limit` characters, in time and
+    memory bounded whatever the value holds (a long string, a deep or aliased structure)."""
+    bounded = reprlib.Repr()
+    bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
+    bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 4
+    return one_line(bounded.repr(value), limit)
 
 
 def fence_safe(text, limit):
