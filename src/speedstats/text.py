@@ -43,13 +43,17 @@ def fence_safe(text, limit):
 
 # Enough to keep links, images, code and table cells from forming; emphasis is left alone.
 _MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]|])")
+# Where GitHub would turn a bare URL into a link: http:// and https://, and www.
+_AUTOLINK = re.compile(r"(?i)(?<=https:/)(?=/)|(?<=http:/)(?=/)|(?<=\bwww)(?=\.)")
 
 
 def markdown_safe(text, limit):
     """Text from outside made harmless in markdown (after the code fence): what fence_safe does, with
-    brackets, backticks and pipes escaped (no link, image, code or extra table cell) and no @mention
-    (a word joiner after each @)."""
-    return _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
+    brackets, backticks and pipes escaped (no link, image, code or extra table cell), no @mention and
+    no bare URL that GitHub would link (a word joiner after each @, between the slashes of ://, and
+    after www)."""
+    text = _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
+    return _AUTOLINK.sub("\u2060", text)
 
 
 def time_text(seconds, kind):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from speedstats.analysis import stats
 from speedstats.results import FRAMEWORKS
-from speedstats.text import change_percent, fence_safe, time_text
+from speedstats.text import change_percent, markdown_safe, time_text
 from speedstats.verdict import FAIL_MARK
 
 COMPARE_SCHEMA = "speedstats/compare/v1"
@@ -195,8 +195,8 @@ def table_context(report):
 
 
 def _cell(text):
-    """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
-    return fence_safe(text, 300).replace("|", "\\|")
+    """Text safe inside one markdown table cell: the head-vs-base table's rule (speedstats.text.markdown_safe)."""
+    return markdown_safe(text, 300)
 
 
 def render_table(report, templates_dir=None):
