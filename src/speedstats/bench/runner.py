@@ -36,7 +36,7 @@ from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
 from speedstats.bench import processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import ensure_dir, write_atomic
 from speedstats.lock import held_lock_fds
 from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
 
@@ -103,7 +103,7 @@ class Worker:
         self.tag = uuid.uuid4().hex  # in the environment of each of its processes, see kill()
         if self.control.exists():
             shutil.rmtree(self.control)
-        self.control.mkdir(parents=True)
+        ensure_dir(self.control, "worker's control folder")
         self.log_path = self.control / "worker.log"
         spec = {
             "framework": self.framework, "role": self.role, "kind": case.kind, "device": device,
@@ -114,7 +114,7 @@ class Worker:
             "mode": case.mode, "model": case.model, "env": case.env,
             "timeout_s": max(1.0, deadline - time.monotonic()),
         }
-        (self.control / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        write_atomic(self.control / "spec.json", json.dumps(spec), "worker's spec")
 
     def command(self):
         worker = ["-m", "speedstats.bench.worker", "--control", str(self.control)]
@@ -195,7 +195,7 @@ class Worker:
             time.sleep(POLL_S)
 
     def run_round(self, k):
-        (self.control / f"go-{k}").write_text("", encoding="utf-8")
+        write_atomic(self.control / f"go-{k}", "", "worker's control file")
         return float(self.await_file(f"round-{k}.json")["total_s"])
 
     def finish(self):
