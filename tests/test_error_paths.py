@@ -203,6 +203,30 @@ def test_write_atomic_refuses_a_device():
         write_atomic("/dev/full", "x")
 
 
+
+def test_a_sigterm_while_builds_are_inspected_ends_interrupted(tmp_path):
+    import signal
+
+    pytest.importorskip("torch")
+    (tmp_path / "suite.yml").write_text(TINY_RUN_SUITE, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_"))}
+    env.update(PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(tmp_path / "suite.yml"),
+                             "--device", "cpu", "--only", "pytorch", "--out", str(tmp_path / "out"),
+                             "--cache-dir", str(tmp_path / "cache")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = proc.stderr.readline()  # printed just before the builds are inspected (a probe of seconds)
+        assert first.startswith("speedstats: suite 'tiny-disk', 1 cases, device cpu"), first
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, rest
+    finally:
+        proc.kill()
+    assert rest.splitlines()[-1] == "speedstats: interrupted"
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
 # -- stdout -----------------------------------------------------------------------------------------------
 
 

@@ -110,6 +110,18 @@ def check_frameworks_installed(families=("oneflow", "pytorch")):
 
 
 def run_command(args):
+    # A cancelled job gets SIGINT, then SIGTERM, maybe in its first seconds (builds being inspected):
+    # from the start, unwind like Ctrl-C, so the runner kills its workers (in sessions of their own, the
+    # signal does not reach them), marks its results cancelled, and the CLI says "interrupted" (130).
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run(args)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run(args):
     from speedstats.bench.dataset import ensure_imagefolder
     from speedstats.bench.runner import RunCancelled, SuiteRunner
     from speedstats.gpuinfo import device_name
