@@ -58,6 +58,9 @@ def register(subparsers, mode_option):
                    help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
     p.add_argument("--dry-run", action="store_true",
                    help="download and check the bundle, print what would be sent; write nothing")
+    from speedstats.github.cli import deadline_option
+
+    deadline_option(p)
     p.set_defaults(func=post_from_artifact_command)
 
 

@@ -51,6 +51,9 @@ def register(subparsers):
     p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN, then $INPUT_TOKEN)")
     p.add_argument("--api-url", metavar="URL",
                    help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
+    from speedstats.github.cli import deadline_option
+
+    deadline_option(p, extra=f"; the download of the wheels has its own {DOWNLOAD_DEADLINE_S / 60:g} minutes")
     p.set_defaults(func=fetch_baseline_command, dry_run=False)
 
 
@@ -149,7 +152,7 @@ def fetch_baseline_command(args):
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
             client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
-                            deadline_s=DOWNLOAD_DEADLINE_S)
+                            deadline_s=DOWNLOAD_DEADLINE_S, own_deadline=True)
             archive.flush()
             wheels = extract_wheels(archive.name, dest, where)
         path = wheels[0] if len(wheels) == 1 else dest

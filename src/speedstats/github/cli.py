@@ -5,6 +5,7 @@ GITHUB_API_URL) or from a shell with --repo/--pr/--token. PyGithub is imported o
 runs, so `speedstats --help` stays quick.
 """
 
+import argparse
 import sys
 
 from speedstats.errors import SpeedstatsError, UserError
@@ -16,6 +17,26 @@ FORKS_DOC = "docs/forks.md"
 AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own login from GET /user; "
                "github-actions[bot] when the token cannot read it, as GITHUB_TOKEN cannot). Give it for a "
                "GitHub App's installation token, e.g. my-app[bot]. A marker on anyone else's comment is ignored")
+
+
+def _deadline(text):
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def deadline_option(parser, extra=""):
+    from speedstats.github.client import COMMAND_DEADLINE_ENV, DEFAULT_COMMAND_DEADLINE_S
+
+    parser.add_argument("--github-deadline", type=_deadline, metavar="SECONDS",
+                        help="give up on GitHub (exit 5) after this long, every call, retry and wait of the "
+                             f"command together (default: ${COMMAND_DEADLINE_ENV}, else "
+                             f"{DEFAULT_COMMAND_DEADLINE_S:g}){extra}")
 
 
 def _common(parser, author=True):
@@ -30,6 +51,7 @@ def _common(parser, author=True):
     parser.add_argument("--api-url", metavar="URL",
                         help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
     parser.add_argument("--dry-run", action="store_true", help="print what would be sent; write nothing")
+    deadline_option(parser)
     if author:
         parser.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
 
@@ -89,7 +111,7 @@ def make_client(args, environ=None):
         raise UserError("token: none given (set GITHUB_TOKEN, or pass --token)")
     from speedstats.github.client import GitHubClient, RetryPolicy
 
-    return GitHubClient(token, api_url, RetryPolicy.from_env(environ))
+    return GitHubClient(token, api_url, RetryPolicy.from_env(environ, getattr(args, "github_deadline", None)))
 
 
 def target_or_none(args):
