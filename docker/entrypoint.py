@@ -113,8 +113,8 @@ def fetch_baseline_argv(inputs):
     if not inputs["baseline-workflow"]:
         raise InputError("input 'baseline-workflow': needed by command 'fetch-baseline'")
     return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact", inputs["baseline-artifact"],
-             "--dest", str(Path(inputs["out"]) / "baseline")] + _optional("--branch", inputs["baseline-branch"])
-            + _deadline(inputs))
+             "--dest", str(Path(inputs["out"]) / "baseline")]
+            + _optional("--branch", inputs["baseline-branch"]) + _deadline(inputs))
 
 
 def plan(inputs):
@@ -135,7 +135,8 @@ def plan(inputs):
         if not inputs["docs-base-url"]:
             raise InputError("input 'docs-base-url': needed by command 'docs-preview'")
         return [["docs-preview", "--base-url", inputs["docs-base-url"], "--mode", inputs["comment-mode"]]
-                + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"]) + _deadline(inputs)]
+                + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"])
+                + _deadline(inputs)]
     if command == "fetch-baseline":
         return [fetch_baseline_argv(inputs)]
     if not inputs["job"]:

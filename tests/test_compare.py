@@ -225,7 +225,8 @@ def test_markdown_in_a_case_id_stays_text_in_the_table(tmp_path, capsys, command
     head = run([resnet(HOSTILE_ID, [0.046] * 5, [0.057] * 5)])
     base_path, head_path = write(tmp_path, "base.json", base), write(tmp_path, "head.json", head)
     out = tmp_path / "out.md"
-    argv = ["compare", base_path, head_path] if command == "compare" else ["render", head_path, "--baseline", base_path]
+    argv = (["compare", base_path, head_path] if command == "compare"
+            else ["render", head_path, "--baseline", base_path])
     assert cli.main(argv + ["--out", str(out)]) == 1
     table = out.read_text(encoding="utf-8").split("\n\n")[-1]
     assert table.splitlines()[-2:] == [

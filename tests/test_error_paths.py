@@ -18,6 +18,7 @@ from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
+OWN_ENV_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_")
 RESULTS = {
     "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
     "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5, "input_shape": [2, 3, 64, 64],
@@ -113,7 +114,9 @@ def _cannot_mount_tmpfs():
         return "needs root and unshare(1): a private mount namespace with a tiny tmpfs"
     probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
                            capture_output=True, text=True, check=False)
-    return f"unshare -m with a tmpfs mount is not allowed here: {probe.stderr.strip()}" if probe.returncode else None
+    if probe.returncode:
+        return f"unshare -m with a tmpfs mount is not allowed here: {probe.stderr.strip()}"
+    return None
 
 
 TINY_RUN_SUITE = """\
@@ -134,13 +137,14 @@ def test_run_on_a_full_disk_is_exit_2_naming_the_file_with_nothing_half_written(
     disk = tmp_path / "disk"
     disk.mkdir()
     out = disk / "out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_"))}
-    env.update(PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"), TMPDIR=str(tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_ENV_PREFIXES)}
+    env.update(PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"),
+               TMPDIR=str(tmp_path))
     # A 256 KiB tmpfs, its folder made, then filled to the last block.
     script = (f"mount -t tmpfs -o size=256k tmpfs {disk} && mkdir {out} && "
               f"(dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null; true) && "
-              f"{sys.executable} -m speedstats run --suite {tmp_path / 'suite.yml'} --device cpu --only pytorch "
-              f"--out {out} --cache-dir {tmp_path / 'cache'} --quiet; status=$?; "
+              f"{sys.executable} -m speedstats run --suite {tmp_path / 'suite.yml'} --device cpu "
+              f"--only pytorch --out {out} --cache-dir {tmp_path / 'cache'} --quiet; status=$?; "
               f"find {out} -type f; exit $status")  # the files the run left, before the tmpfs goes
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
@@ -184,11 +188,12 @@ def test_each_output_on_a_full_disk_is_a_user_error_naming_it_with_nothing_left(
     disk = tmp_path / "disk"
     disk.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    script = (f"mount -t tmpfs -o size=64k tmpfs {disk} && (dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null; true) "
+    script = (f"mount -t tmpfs -o size=64k tmpfs {disk} "
+              f"&& (dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null; true) "
               f"&& {sys.executable} -c \"$0\" {disk} '{json.dumps(RESULTS)}'; "
               f"find {disk} -mindepth 1 ! -name fill")
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, FULL_DISK_WRITES], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, FULL_DISK_WRITES], capture_output=True,
+                          text=True, env=env, timeout=60, check=False)
     full = "No space left on device"
     assert proc.stdout.splitlines() == [
         f"history {disk / 'history.jsonl'}: cannot write the output file: {full}",
@@ -209,9 +214,9 @@ def test_a_sigterm_while_builds_are_inspected_ends_interrupted(tmp_path):
 
     pytest.importorskip("torch")
     (tmp_path / "suite.yml").write_text(TINY_RUN_SUITE, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_ENV_PREFIXES)}
     env.update(PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
-    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(tmp_path / "suite.yml"),
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", tmp_path / "suite.yml",
                              "--device", "cpu", "--only", "pytorch", "--out", str(tmp_path / "out"),
                              "--cache-dir", str(tmp_path / "cache")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)

@@ -39,7 +39,8 @@ CASE = "results: cases[0] (resnet50-bs2): "
 @pytest.mark.parametrize(("text", "message"), [
     (json.dumps(with_oneflow(total_s=-0.5, per_iter_s=-0.1)), OF + "field 'total_s' must be above zero, got -0.5"),
     (json.dumps(with_oneflow(total_s=0, per_iter_s=0)), OF + "field 'total_s' must be above zero, got 0"),
-    (json.dumps(with_oneflow(total_s=float("nan"))), OF + "field 'total_s' must be a finite number of sensible size, got nan"),
+    (json.dumps(with_oneflow(total_s=float("nan"))),
+     OF + "field 'total_s' must be a finite number of sensible size, got nan"),
     (json.dumps(with_oneflow(per_iter_s=float("inf"))),
      OF + "field 'per_iter_s' must be a finite number of sensible size, got inf"),
     (json.dumps(with_oneflow()).replace('"total_s": 0.5', '"total_s": 1' + "0" * 400),
@@ -63,13 +64,15 @@ CASE = "results: cases[0] (resnet50-bs2): "
      OF + "field 'total_s' must be between 1e-09 and 1e+07 seconds, got 1e+308"),
     (json.dumps(with_oneflow(total_s=5e-324, per_iter_s=1e-324)),
      OF + "field 'total_s' must be between 1e-09 and 1e+07 seconds, got 5e-324"),
-    (json.dumps(with_oneflow(rounds_s=[1e300])), OF + "field 'rounds_s[0]' must be between 1e-09 and 1e+07 seconds"),
+    (json.dumps(with_oneflow(rounds_s=[1e300])),
+     OF + "field 'rounds_s[0]' must be between 1e-09 and 1e+07 seconds"),
     (json.dumps(with_case(paired={"verdict": "regression", "ratio": 1e307})),
      CASE[:-2] + ".paired: field 'ratio' must be a number above 0 and at most 1e+06, got 1e+307"),
     (json.dumps(with_case(paired={"verdict": "regression"})),
      CASE[:-2] + ".paired: missing field 'ratio' (required with the verdict 'regression')"),
     (json.dumps(with_case(paired={"verdict": "faster", "ratio": 1.0})),
-     CASE[:-2] + ".paired: field 'verdict' must be one of regression, improvement, no change, not comparable"),
+     CASE[:-2] + ".paired: field 'verdict' must be one of regression, improvement, no change, "
+                 "not comparable"),
     (json.dumps(with_case(confirmation={"status": "confirmed"})),
      CASE[:-2] + ".confirmation: missing field 'flags'"),
     # numbers no field can hold, wherever they are
@@ -77,7 +80,8 @@ CASE = "results: cases[0] (resnet50-bs2): "
      OF + "field 'times' must be a finite number of sensible size, got an integer of 5000 digits"),
     (json.dumps(with_case(paired={"ratio": 1.0, "ratios": [1.0, float("inf")]})),
      CASE[:-2] + ".paired: field 'ratios[1]' must be a finite number of sensible size, got inf"),
-    ('{"suite": ' + "9" * 309 + "}", "results: field 'suite' must be a finite number of sensible size, got an integer of 309 digits"),
+    ('{"suite": ' + "9" * 309 + "}",
+     "results: field 'suite' must be a finite number of sensible size, got an integer of 309 digits"),
     # impossible shapes
     (json.dumps(with_case(input_shape=[])),
      CASE + "field 'input_shape' must be four sizes [batch, channels, height, width], got []"),
@@ -148,7 +152,8 @@ def test_deeply_nested_results_exit_2_with_one_line(tmp_path):
 
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("total_s", "1e308", "field 'total_s' must be between 1e-09 and 1e+07 seconds, got 1e+308"),
-    ("total_s", "1" * 5000, "field 'total_s' must be a finite number of sensible size, got an integer of 5000 digits"),
+    ("total_s", "1" * 5000,
+     "field 'total_s' must be a finite number of sensible size, got an integer of 5000 digits"),
     ("input_shape", "[]", "field 'input_shape' must be four sizes [batch, channels, height, width], got []"),
 ])
 def test_render_refuses_figures_it_could_not_print(tmp_path, field, value, message):

@@ -98,7 +98,8 @@ def _operation(exc):
 
 def traceback_folder(args):
     """Where an internal error's traceback goes: beside the command's output (its --out folder, or the
-    folder of its --out file), else $RUNNER_TEMP (cleaned by the runner after each job), else the temp folder."""
+    folder of its --out file), else $RUNNER_TEMP (emptied by the runner after each job), else the temp
+    folder."""
     out = getattr(args, "out", None)
     if isinstance(out, str) and out:
         folder = Path(out) if Path(out).is_dir() else Path(out).parent

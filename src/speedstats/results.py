@@ -162,8 +162,8 @@ def check_seconds(value, key, where):
     if value <= 0:
         raise UserError(f"{where}: field '{key}' must be above zero, got {_short(value)}")
     if not MIN_SECONDS <= value <= MAX_SECONDS:
-        raise UserError(f"{where}: field '{key}' must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} seconds, "
-                        f"got {_short(value)}")
+        raise UserError(f"{where}: field '{key}' must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} "
+                        f"seconds, got {_short(value)}")
     return float(value)
 
 
@@ -205,7 +205,8 @@ def check_input_shape(shape, batch_size, where):
     for i, size in enumerate(shape):
         check_count(size, f"input_shape[{i}]", where)
     if shape[0] != batch_size:
-        raise UserError(f"{where}: field 'input_shape' starts with {shape[0]}, not the batch size {batch_size}")
+        raise UserError(f"{where}: field 'input_shape' starts with {shape[0]}, "
+                        f"not the batch size {batch_size}")
     return shape
 
 
@@ -227,7 +228,8 @@ def _paired(data, where):
     where = f"{where}.paired"
     verdict = _field(paired, "verdict", (str,), where, required=False)
     if verdict is not None and verdict not in PAIRED_VERDICTS:
-        raise UserError(f"{where}: field 'verdict' must be one of {', '.join(PAIRED_VERDICTS)}, got {_short(verdict)}")
+        raise UserError(f"{where}: field 'verdict' must be one of {', '.join(PAIRED_VERDICTS)}, "
+                        f"got {_short(verdict)}")
     _field(paired, "reason", (str,), where, required=False)
     for key in ("ratio", "low", "high"):
         value = paired.get(key)
@@ -425,7 +427,7 @@ def check_numbers(data, where):
 
 
 def parse_json(text):
-    """json.loads, with an integer too long to convert kept for check_numbers to refuse (see results_from_dict)."""
+    """json.loads, with an integer too long to convert kept for check_numbers to refuse."""
     return json.loads(text, parse_int=_integer)
 
 

@@ -155,7 +155,8 @@ def _read_yaml(path):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}: not valid YAML{at}: {one_line(getattr(exc, 'problem', exc), 200)}") from None
+        problem = one_line(getattr(exc, "problem", exc), 200)
+        raise UserError(f"{path}: not valid YAML{at}: {problem}") from None
     except RecursionError:
         raise UserError(f"{path}: not a suite: YAML nested too deeply") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
@@ -232,7 +233,8 @@ def _number(data, key, where, default=None, integer=False, minimum=None, require
     except OverflowError:
         finite = False
     if not finite or (integer and abs(value) > MAX_INTEGER):
-        raise UserError(f"{where}: field '{key}' must be a finite number of sensible size, got {shown(value)}")
+        raise UserError(f"{where}: field '{key}' must be a finite number of sensible size, "
+                        f"got {shown(value)}")
     if minimum is not None and value < minimum:
         raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {shown(value)}")
     return value
@@ -418,7 +420,8 @@ def _builds(data, where):
         raise UserError(f"{where}: field 'builds' must be a mapping")
     unknown = sorted(set(data) - set(BUILD_FIELDS), key=str)
     if unknown:
-        raise UserError(f"{where}: unknown field 'builds.{one_line(unknown[0], 60)}' (known: {', '.join(BUILD_FIELDS)})")
+        raise UserError(f"{where}: unknown field 'builds.{one_line(unknown[0], 60)}' "
+                        f"(known: {', '.join(BUILD_FIELDS)})")
     values = {}
     for key, value in data.items():
         if value is None:

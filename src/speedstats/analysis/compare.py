@@ -195,7 +195,7 @@ def table_context(report):
 
 
 def _cell(text):
-    """Text safe inside one markdown table cell: the head-vs-base table's rule (speedstats.text.markdown_safe)."""
+    """Text safe inside one markdown table cell: the rule of the run's head-vs-base table (markdown_safe)."""
     return markdown_safe(text, 300)
 
 

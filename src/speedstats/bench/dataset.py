@@ -43,7 +43,8 @@ def ensure_imagefolder(cache_dir, spec, progress=None):
         for i in range(spec.images):
             class_dir = train / f"class{i % spec.classes:04d}"
             class_dir.mkdir(parents=True, exist_ok=True)
-            width, height = rng.randint(spec.min_side, spec.max_side), rng.randint(spec.min_side, spec.max_side)
+            width = rng.randint(spec.min_side, spec.max_side)
+            height = rng.randint(spec.min_side, spec.max_side)
             small = Image.frombytes("RGB", (16, 16), rng.randbytes(16 * 16 * 3))
             small.resize((width, height), Image.BICUBIC).save(class_dir / f"img{i:06d}.jpg", quality=90)
             if progress and (i + 1) % 100 == 0:

@@ -63,7 +63,7 @@ class RetryPolicy:
 
     @classmethod
     def from_env(cls, environ=None, command_deadline_s=None):
-        """The policy of $SPEEDSTATS_GITHUB_*; command_deadline_s (--github-deadline) wins over the variable."""
+        """The policy from $SPEEDSTATS_GITHUB_*; command_deadline_s (--github-deadline) wins over one."""
         env = os.environ if environ is None else environ
         values = {}
         for name, key, positive in ((TIME_SCALE_ENV, "time_scale", False),
