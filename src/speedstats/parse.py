@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from speedstats.errors import UserError
-from speedstats.results import CaseResult, FrameworkResult, Results, case_id_for, check_count, check_framework
+from speedstats.results import (
+    CaseResult,
+    FrameworkResult,
+    Results,
+    case_id_for,
+    check_count,
+    check_framework,
+    check_input_shape,
+)
 
 PARSED_SUITE = "default"
 PARSED_DEVICE = "cuda"
@@ -188,8 +196,8 @@ class _Parser:
         """The case, once its figures make sense (positive times, per-iteration = total / times)."""
         where = f"{self.where}: line {number}"
         check_count(case.batch_size, "batch_size", where)
-        for size in case.input_shape or []:
-            check_count(size, "input_shape", where)
+        if case.input_shape is not None:
+            check_input_shape(case.input_shape, case.batch_size, where)
         if case.ddp:
             check_count(case.world_size, "world size", where)
         for name, fw in case.frameworks.items():

@@ -62,8 +62,21 @@ class RunOptions:
 
 
 def run(options, progress=None):
-    """Run the suite and everything after it; the exit status."""
-    progress = progress or _progress
+    """Run the suite and everything after it; the exit status.
+
+    A cancelled job gets SIGINT, then SIGTERM, maybe in its first seconds (builds being inspected):
+    from the start, unwind like Ctrl-C, so the runner kills its workers (in sessions of their own, the
+    signal does not reach them), marks its results cancelled, and the CLI says "interrupted" (130).
+    """
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run_steps(options, progress or _progress)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_steps(options, progress):
     suite = load_suite(options.suite, options.profile)
     check_templates(suite, options.templates)
     requests, contenders = build_requests(suite, options)
@@ -252,27 +265,20 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
     from speedstats.gpuinfo import device_name
     from speedstats.lock import device_lock
 
-    # A cancelled job gets SIGINT, then SIGTERM: unwind like Ctrl-C, so the runner kills its workers
-    # (in sessions of their own, the signal does not reach them) and marks its results cancelled.
-    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        with device_lock(device, lock_timeout):
-            dataset_dir = None
-            if any(c.kind == "swin_dataloader" for c in suite.cases):
-                cache = Path(suite.dataset.cache_dir or cache)
-                progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
-                dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
-            runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
-                                 gpu_name=device_name(device), builds=builds, contenders=contenders,
-                                 confirm=suite.confirm and not options.no_confirm)
-            try:
-                return runner.run()
-            except RunCancelled as exc:
-                write_cancelled_comment(exc.results, suite, out, options.templates, progress)
-                raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    with device_lock(device, lock_timeout):
+        dataset_dir = None
+        if any(c.kind == "swin_dataloader" for c in suite.cases):
+            cache = Path(suite.dataset.cache_dir or cache)
+            progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
+            dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
+        runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
+                             gpu_name=device_name(device), builds=builds, contenders=contenders,
+                             confirm=suite.confirm and not options.no_confirm)
+        try:
+            return runner.run()
+        except RunCancelled as exc:
+            write_cancelled_comment(exc.results, suite, out, options.templates, progress)
+            raise
 
 
 def write_cancelled_comment(results, suite, out, templates_dir, progress):

@@ -318,8 +318,8 @@ def baseline_table_context(report):
 
 
 def _table_cell(text):
-    """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
-    return fence_safe(text, 300).replace("|", "\\|")
+    """Text safe inside one markdown table cell: the rule of the run's head-vs-base table (markdown_safe)."""
+    return markdown_safe(text, 300)
 
 
 def render_baseline_table(report, templates_dir=None):

@@ -38,7 +38,7 @@ from speedstats.bench import processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.contenders import BASE, LABELS, ROLES, contender
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import ensure_dir, write_atomic
 from speedstats.lock import held_lock_fds
 from speedstats.results import CaseResult, FrameworkResult, Results
 
@@ -103,7 +103,7 @@ class Worker:
         self.tag = uuid.uuid4().hex  # in the environment of each of its processes, see kill()
         if self.control.exists():
             shutil.rmtree(self.control)
-        self.control.mkdir(parents=True)
+        ensure_dir(self.control, "worker's control folder")
         self.log_path = self.control / "worker.log"
         spec = WorkerSpec(
             framework=self.framework, role=self.role, kind=case.kind, device=device,
@@ -114,7 +114,7 @@ class Worker:
             mode=case.mode, model=case.model, env=case.env,
             timeout_s=max(1.0, deadline - time.monotonic()),
         )
-        (self.control / SPEC_FILE).write_text(spec.to_json(), encoding="utf-8")
+        write_atomic(self.control / SPEC_FILE, spec.to_json(), "worker's spec")
 
     def command(self):
         worker = ["-m", "speedstats.bench.worker", "--control", str(self.control)]
@@ -195,7 +195,7 @@ class Worker:
             time.sleep(POLL_S)
 
     def run_round(self, k):
-        (self.control / f"go-{k}").write_text("", encoding="utf-8")
+        write_atomic(self.control / f"go-{k}", "", "worker's control file")
         return float(self.await_file(f"round-{k}.json")["total_s"])
 
     def finish(self):

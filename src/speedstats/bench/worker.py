@@ -33,15 +33,14 @@ from pathlib import Path
 
 from speedstats.bench import processes
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
 POLL_S = 0.005
 
 
 def _write_json(path, data):
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data), "worker's report")
 
 
 def _wait_for(path, deadline):
@@ -393,7 +392,7 @@ def main(argv=None):
     processes.die_with_parent()
     control = args.control
     rank = int(os.environ.get("RANK", "0"))
-    (control / f"pid-{rank}").write_text(str(os.getpid()), encoding="utf-8")
+    write_atomic(control / f"pid-{rank}", str(os.getpid()), "worker's pid file")
     spec = WorkerSpec.from_json((control / SPEC_FILE).read_text(encoding="utf-8"))
     deadline = time.monotonic() + float(spec.timeout_s)
     fw = None
