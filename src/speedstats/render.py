@@ -21,6 +21,7 @@ from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
+MACHINE_NOTES_TEMPLATE = "machine_notes.md.j2"
 ROLE_LABELS = {"oneflow": "head", "oneflow_base": "base", "pytorch": "PyTorch"}
 MAIN_PACKAGE = {"oneflow": ("oneflow", "OneFlow"), "pytorch": ("torch", "PyTorch")}
 COMPANIONS = {"oneflow": ("flowvision",), "pytorch": ("torchvision", "timm")}
@@ -38,6 +39,7 @@ class Rendered:
     cases: list[verdicts.CaseVerdict]
     reasons: list[str] = field(default_factory=list)  # why the verdict failed, one line each
     regressions: list[str] = field(default_factory=list)  # cases slower than the base build
+    disturbed: list[str] = field(default_factory=list)  # cases measured on a disturbed machine
 
 
 @dataclass
@@ -193,12 +195,17 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
         "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
+    from speedstats import machine
+
+    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine.notes_context(results, suite), templates_dir)
+    if machine_notes:  # right after the block: a disturbed machine is said before anything else
+        body = f"{body}\n\n{machine_notes}"
     notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
     return Rendered(
         body=body, score=verdict.score, passed=verdict.passed, cases=verdict.cases, reasons=verdict.reasons,
-        regressions=verdict.regressions,
+        regressions=verdict.regressions, disturbed=verdict.disturbed,
     )
 
 

@@ -40,6 +40,10 @@ def render_command(args):
     for row in regressions:
         print(f"speedstats: regression: {row.case_id} {row.label}: {row.comparison.change * 100:+.1f}% "
               f"({row.comparison.text})", file=sys.stderr)
+    if rendered.disturbed:
+        from speedstats.errors import EXIT_DISTURBED
+
+        return EXIT_DISTURBED
     return 0 if rendered.passed and not regressions else 1
 
 

@@ -5,7 +5,7 @@ import signal
 import sys
 from pathlib import Path
 
-from speedstats.errors import EXIT_CASE_FAILED, EXIT_VERDICT_FAILED, UserError
+from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
 
 BENCHMARK_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
 
@@ -17,7 +17,8 @@ def register(subparsers):
         description="Run every case of the suite with both frameworks, write OUT/results.json and "
         "OUT/comment.md, and print the comment. Exit 0 when the verdict passes, 1 when it fails, "
         "2 on bad input, 3 when a case produced no figures, 4 when the device stayed busy, 6 on an "
-        "internal error.",
+        "internal error, 7 when a case was measured on a disturbed machine (other processes on the CPU, "
+        "a throttled or busy GPU; see the suite's 'disturbance:').",
     )
     p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
     p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
@@ -144,6 +145,8 @@ def run_command(args):
 
     # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.
     builds = prepare_builds(requests, cache, progress=progress)
+    if device == "cuda":
+        check_driver_or_fail(builds)
     # A cancelled job gets SIGINT, then SIGTERM: unwind like Ctrl-C, so the runner kills its workers
     # (in sessions of their own, the signal does not reach them) and marks its results cancelled.
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
@@ -156,7 +159,7 @@ def run_command(args):
                 dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
             runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                                  gpu_name=device_name(device), builds=builds, contenders=contenders,
-                                 confirm=suite.confirm and not args.no_confirm)
+                                 confirm=suite.confirm and not args.no_confirm, quiet_wait_s=lock_timeout)
             try:
                 results = runner.run()
             except RunCancelled as exc:
@@ -171,6 +174,20 @@ def run_command(args):
 
         return 1 if verdict_fails_step(args.required_label, label_lookup) else 0
     return code
+
+
+def check_driver_or_fail(builds):
+    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports fails now."""
+    from speedstats.bench.driver_check import check_driver
+    from speedstats.bench.machine_state import Gpus
+
+    gpus = Gpus([0])
+    try:
+        driver = gpus.driver()
+    finally:
+        gpus.close()
+    for note in check_driver(builds, driver):
+        _progress(f"speedstats: {note}")
 
 
 def label_lookup_or_fail(label):
@@ -286,8 +303,13 @@ def report(results, suite, out, args, bundle_identity=None):
               f"verdict {'pass' if rendered.passed else 'fail'}"
               + (f"; slower than the base build: {', '.join(rendered.regressions)}" if regressions else "")
               + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
+    if rendered.disturbed:
+        _progress(f"speedstats: measured on a disturbed machine, figures not comparable: "
+                  f"{', '.join(rendered.disturbed)}")
     if failed:
         return EXIT_CASE_FAILED
+    if rendered.disturbed:
+        return EXIT_DISTURBED
     return 0 if rendered.passed else EXIT_VERDICT_FAILED
 
 
