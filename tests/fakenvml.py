@@ -28,7 +28,7 @@ class NVMLError(Exception):
         return TEXTS.get(self.value, f"NVML error {self.value}")
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 - the real module's name
+class NVMLError_NotSupported(NVMLError):  # the real module's name
     pass
 
 

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fakenvml import NVML_ERROR_LIBRARY_NOT_FOUND, fake_nvml, gpu
 
+from fakenvml import NVML_ERROR_LIBRARY_NOT_FOUND, fake_nvml, gpu
 from speedstats import machine
 from speedstats.bench import driver_check, machine_state
 from speedstats.errors import UserError
@@ -139,8 +139,8 @@ def test_the_quiet_check_goes_ahead_and_says_why(nvml):
     lines = []
     record = watch.wait_quiet(DisturbanceSpec(), 0, lines.append)
     assert record == {"quiet": False, "waited_s": 0.0, "reasons": ["GPU 0 throttled (hardware thermal slowdown)"]}
-    assert lines == ["speedstats: the GPU is still not quiet after 0s (GPU 0 throttled (hardware thermal slowdown)): "
-                     "measuring anyway; each round is checked and a disturbed case is marked"]
+    assert lines == [("speedstats: the GPU is still not quiet after 0s (GPU 0 throttled (hardware thermal slowdown)): "
+                      "measuring anyway; each round is checked and a disturbed case is marked")]
 
 
 def provenance(family, version, cuda=None):
@@ -174,8 +174,8 @@ def test_a_driver_of_the_same_major_but_older_minor_is_a_note(nvml):
     nvml([gpu()], driver="525.60.13", cuda=12000)
     builds = {"oneflow": provenance("oneflow", "0.9.0"), "pytorch": provenance("pytorch", "2.5.1+cu124")}
     assert driver_check.check_driver(builds, machine_state.Gpus([0]).driver()) == [
-        "PyTorch build torch 2.5.1+cu124 (CUDA 12.4) runs on driver 525.60.13 (CUDA 12.0) through CUDA's minor "
-        "version compatibility"]
+        ("PyTorch build torch 2.5.1+cu124 (CUDA 12.4) runs on driver 525.60.13 (CUDA 12.0) through CUDA's minor "
+         "version compatibility")]
 
 
 def test_oneflow_on_a_driver_older_than_cuda_11_says_to_update_it():
@@ -205,7 +205,8 @@ SAMPLER = textwrap.dedent("""
 
 
 def busy_loop():
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))
+    code = f"import os; os.sched_setaffinity(0, {{{CPU}}})\nwhile True: pass"
+    return subprocess.Popen([sys.executable, "-c", code])
 
 
 CPU = min(os.sched_getaffinity(0))

@@ -321,9 +321,9 @@ def results_from_dict(data, where="results"):
 
 def _disturbance(data, where):
     disturbance = _field(data, "disturbance", (dict,), where, required=False)
-    if disturbance is not None:
-        if not isinstance(disturbance.get("text"), str) or not isinstance(disturbance.get("contenders"), dict):
-            raise UserError(f"{where}: field 'disturbance' must hold a 'text' and its 'contenders'")
+    if disturbance is not None and (not isinstance(disturbance.get("text"), str)
+                                    or not isinstance(disturbance.get("contenders"), dict)):
+        raise UserError(f"{where}: field 'disturbance' must hold a 'text' and its 'contenders'")
     return disturbance
 
 

@@ -313,8 +313,7 @@ class MachineWatch:
     def run_info(self):
         info = {"cpu": {"model": gpuinfo.cpu_model(), "cores": len(self.cpus)},
                 "driver": self.gpus.driver(), "gpus": self.gpus.run_info()}
-        pressure, reason = cpu_pressure()
-        info["cpu"]["pressure"] = reason or "available"
+        info["cpu"]["pressure"] = cpu_pressure()[1] or "available"
         if self.gpus.reason:
             info["gpu_null_reason"] = self.gpus.reason
         return info
