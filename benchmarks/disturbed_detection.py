@@ -37,8 +37,21 @@ EXIT_DISTURBED = 7
 
 
 def command(work, out):
-    return [sys.executable, "-m", "speedstats", "run", "--suite", str(work / "suite.yml"), "--device", "cpu",
-            "--out", str(out), "--cache-dir", str(work / "cache"), "--quiet"]
+    return [
+        sys.executable,
+        "-m",
+        "speedstats",
+        "run",
+        "--suite",
+        str(work / "suite.yml"),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(work / "cache"),
+        "--quiet",
+    ]
 
 
 def one_run(work, busy):
@@ -58,12 +71,22 @@ def one_run(work, busy):
     if proc.returncode not in (0, 1, EXIT_DISTURBED):
         sys.exit(f"speedstats run exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     case = json.loads((out / "results.json").read_text())["cases"][0]
-    others = [state["cpu"]["other_cores"] for fw in case["frameworks"].values()
-              for state in fw.get("round_states") or [] if state["cpu"].get("other_cores") is not None]
+    others = [
+        state["cpu"]["other_cores"]
+        for fw in case["frameworks"].values()
+        for state in fw.get("round_states") or []
+        if state["cpu"].get("other_cores") is not None
+    ]
     remeasured = sum(len(fw.get("remeasured") or []) for fw in case["frameworks"].values())
-    return {"busy": busy, "exit": proc.returncode, "marked": case.get("disturbance") is not None,
-            "max_other_cores": max(others, default=None), "remeasured_rounds": remeasured, "wall_s": round(wall, 1),
-            "text": (case.get("disturbance") or {}).get("text")}
+    return {
+        "busy": busy,
+        "exit": proc.returncode,
+        "marked": case.get("disturbance") is not None,
+        "max_other_cores": max(others, default=None),
+        "remeasured_rounds": remeasured,
+        "wall_s": round(wall, 1),
+        "text": (case.get("disturbance") or {}).get("text"),
+    }
 
 
 def main():
@@ -79,17 +102,22 @@ def main():
             for i in range(args.runs):
                 run = one_run(work, busy)
                 runs.append(run)
-                print(f"{'busy' if busy else 'quiet'} run {i + 1}/{args.runs}: exit {run['exit']}, "
-                      f"marked {run['marked']}, largest other_cores {run['max_other_cores']}, "
-                      f"{run['remeasured_rounds']} rounds measured again, {run['wall_s']}s", flush=True)
+                print(
+                    f"{'busy' if busy else 'quiet'} run {i + 1}/{args.runs}: exit {run['exit']}, "
+                    f"marked {run['marked']}, largest other_cores {run['max_other_cores']}, "
+                    f"{run['remeasured_rounds']} rounds measured again, {run['wall_s']}s",
+                    flush=True,
+                )
         example = " ".join(command(Path("WORK"), Path("OUT")))
     busy = [r for r in runs if r["busy"]]
     quiet = [r for r in runs if not r["busy"]]
     marked_busy = sum(r["marked"] for r in busy)
     unmarked_pass = sum(not r["marked"] and r["exit"] != EXIT_DISTURBED for r in busy)
     marked_quiet = sum(r["marked"] for r in quiet)
-    print(f"busy loop on one core: marked disturbed in {marked_busy}/{len(busy)} runs (target at least 19/20), "
-          f"passed unmarked in {unmarked_pass}/{len(busy)} (target 0)")
+    print(
+        f"busy loop on one core: marked disturbed in {marked_busy}/{len(busy)} runs (target at least 19/20), "
+        f"passed unmarked in {unmarked_pass}/{len(busy)} (target 0)"
+    )
     print(f"quiet machine: marked in {marked_quiet}/{len(quiet)} runs (target at most 1/20)")
     print(f"each run: PYTHONPATH=src {example}  (busy: with `python -c 'while True: pass'` started first)")
     if args.json:

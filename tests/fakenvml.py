@@ -11,8 +11,11 @@ import types
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
-TEXTS = {NVML_ERROR_NOT_SUPPORTED: "Not Supported", NVML_ERROR_NOT_FOUND: "Not Found",
-         NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found"}
+TEXTS = {
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+}
 
 
 class NVMLError(Exception):
@@ -35,12 +38,24 @@ class NVMLError_NotSupported(NVMLError):  # the real module's name
 def gpu(**overrides):
     """One GPU's answers: a data-centre card at full clocks, idle, with nothing else on it."""
     state = {
-        "name": "NVIDIA Test GPU", "uuid": "GPU-00000000-1111-2222-3333-444444444444",
-        "sm_clock": 1980, "sm_clock_max": 1980, "mem_clock": 2619, "mem_clock_max": 2619,
-        "clock_events": 0x1, "temperature": 41, "power_mw": 95_000, "power_limit_mw": 700_000,
+        "name": "NVIDIA Test GPU",
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+        "sm_clock": 1980,
+        "sm_clock_max": 1980,
+        "mem_clock": 2619,
+        "mem_clock_max": 2619,
+        "clock_events": 0x1,
+        "temperature": 41,
+        "power_mw": 95_000,
+        "power_limit_mw": 700_000,
         "processes": [],  # [(pid, used bytes)]
-        "persistence": 1, "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16,
-        "mig": [0, 0], "ecc_uncorrected": 0,
+        "persistence": 1,
+        "pcie_gen": 5,
+        "pcie_gen_max": 5,
+        "pcie_width": 16,
+        "pcie_width_max": 16,
+        "mig": [0, 0],
+        "ecc_uncorrected": 0,
     }
     state.update(overrides)
     return state

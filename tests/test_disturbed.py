@@ -24,28 +24,48 @@ BLOCK = (
     "PyTorch resnet50 time: 5134.0ms (= 51340.0ms / 10, input_shape=[2, 3, 64, 64])\n"
     "\u2714\ufe0f Relative speed: 18.08 (= 5134.0ms / 283.9ms)\n ``` \n\n</details>"
 )
-WARNING_LINE = ("\u26a0\ufe0f resnet50-bs2: other processes used 1.0 of 2 cores during PyTorch's rounds; "
-                "its figures are not comparable")
+WARNING_LINE = (
+    "\u26a0\ufe0f resnet50-bs2: other processes used 1.0 of 2 cores during PyTorch's rounds; "
+    "its figures are not comparable"
+)
 
 
 def framework(ms, rounds_ms):
-    return FrameworkResult(total_s=ms / 100, per_iter_s=ms / 1000, times=10, rounds_s=[r / 1000 for r in rounds_ms],
-                           round_iterations=10)
+    return FrameworkResult(
+        total_s=ms / 100,
+        per_iter_s=ms / 1000,
+        times=10,
+        rounds_s=[r / 1000 for r in rounds_ms],
+        round_iterations=10,
+    )
 
 
 def results(disturbed=True, pytorch_rounds=(5134.0,)):
-    case = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10, input_shape=[2, 3, 64, 64],
-                      frameworks={"oneflow": framework(283.9, [283.9]),
-                                  "pytorch": framework(5134.0, list(pytorch_rounds))})
+    case = CaseResult(
+        id="resnet50-bs2",
+        kind="resnet50",
+        batch_size=2,
+        times=10,
+        input_shape=[2, 3, 64, 64],
+        frameworks={"oneflow": framework(283.9, [283.9]), "pytorch": framework(5134.0, list(pytorch_rounds))},
+    )
     if disturbed:
-        case.disturbance = {"contenders": {"pytorch": ["other processes used 1.0 of 2 cores"]},
-                            "text": "other processes used 1.0 of 2 cores during PyTorch's rounds"}
+        case.disturbance = {
+            "contenders": {"pytorch": ["other processes used 1.0 of 2 cores"]},
+            "text": "other processes used 1.0 of 2 cores during PyTorch's rounds",
+        }
     return Results(suite="smoke", device="cpu", gpu_name="CPU: AMD EPYC (2 cores)", cases=[case])
 
 
 def speedstats(*args):
-    return subprocess.run([sys.executable, "-m", "speedstats", *args], capture_output=True, text=True, timeout=120,
-                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    return subprocess.run(
+        [sys.executable, "-m", "speedstats", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
 
 
 def test_a_disturbed_case_renders_the_warning_after_the_block_and_render_exits_7(tmp_path):
@@ -54,8 +74,10 @@ def test_a_disturbed_case_renders_the_warning_after_the_block_and_render_exits_7
     proc = speedstats("render", str(path), "--profile", "smoke")
     assert proc.stdout.encode() == f"{BLOCK}\n\n{WARNING_LINE}".encode()
     assert proc.returncode == EXIT_DISTURBED == 7
-    assert ("speedstats:   resnet50-bs2: measured on a disturbed machine: other processes used 1.0 of 2 cores "
-            "during PyTorch's rounds") in proc.stderr.splitlines()
+    assert (
+        "speedstats:   resnet50-bs2: measured on a disturbed machine: other processes used 1.0 of 2 cores "
+        "during PyTorch's rounds"
+    ) in proc.stderr.splitlines()
     quiet = tmp_path / "quiet.json"
     quiet.write_text(results(disturbed=False).to_json())
     proc = speedstats("render", str(quiet), "--profile", "smoke")
@@ -83,30 +105,57 @@ def test_disturbance_survives_results_json():
 def test_an_unstable_figure_gets_a_note():
     from speedstats.render import render_speed_stats
 
-    body = render_speed_stats(results(disturbed=False, pytorch_rounds=(4600.0, 5134.0, 5900.0)),
-                              load_suite(profile="smoke")).body
-    assert body == (f"{BLOCK}\n\n\u26a0\ufe0f resnet50-bs2: PyTorch's figure is unstable: its rounds scatter with "
-                    "a coefficient of variation of 12.5% (above 10%)")  # sd 653.4 / mean 5211.3
+    body = render_speed_stats(
+        results(disturbed=False, pytorch_rounds=(4600.0, 5134.0, 5900.0)), load_suite(profile="smoke")
+    ).body
+    assert body == (
+        f"{BLOCK}\n\n\u26a0\ufe0f resnet50-bs2: PyTorch's figure is unstable: its rounds scatter with "
+        "a coefficient of variation of 12.5% (above 10%)"
+    )  # sd 653.4 / mean 5211.3
 
 
 SUITE = {"name": "t", "cases": [{"id": "a", "kind": "resnet50", "batch_size": 1, "times": 1}]}
 
 
 def test_the_suite_sets_when_a_round_is_disturbed():
-    suite = suite_from_dict(dict(SUITE, disturbance={"max_other_cores": 0.5, "remeasure_rounds": 0,
-                                                     "allowed_clock_events": ["gpu_idle", "sw_power_cap"]}), "t.yml")
+    suite = suite_from_dict(
+        dict(
+            SUITE,
+            disturbance={
+                "max_other_cores": 0.5,
+                "remeasure_rounds": 0,
+                "allowed_clock_events": ["gpu_idle", "sw_power_cap"],
+            },
+        ),
+        "t.yml",
+    )
     assert (suite.disturbance.max_other_cores, suite.disturbance.remeasure_rounds) == (0.5, 0)
     assert suite.disturbance.allowed_clock_events == ["gpu_idle", "sw_power_cap"]
     assert suite.disturbance.min_sm_clock_ratio == 0.75 and suite.disturbance.max_cv == 0.10
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("max_other_cores", -1, "field 'disturbance.max_other_cores' must be a number of at least 0, got -1"),
-    ("remeasure_rounds", 1.5, "field 'disturbance.remeasure_rounds' must be an integer of at least 0, got 1.5"),
-    ("allowed_clock_events", ["idle"], "field 'disturbance.allowed_clock_events' must be a list of gpu_idle, "),
-    ("foreign_gpu_processes", "no", "field 'disturbance.foreign_gpu_processes' must be true or false, got 'no'"),
-    ("max_cores", 1, "unknown field 'disturbance.max_cores'"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_other_cores", -1, "field 'disturbance.max_other_cores' must be a number of at least 0, got -1"),
+        (
+            "remeasure_rounds",
+            1.5,
+            "field 'disturbance.remeasure_rounds' must be an integer of at least 0, got 1.5",
+        ),
+        (
+            "allowed_clock_events",
+            ["idle"],
+            "field 'disturbance.allowed_clock_events' must be a list of gpu_idle, ",
+        ),
+        (
+            "foreign_gpu_processes",
+            "no",
+            "field 'disturbance.foreign_gpu_processes' must be true or false, got 'no'",
+        ),
+        ("max_cores", 1, "unknown field 'disturbance.max_cores'"),
+    ],
+)
 def test_bad_disturbance_settings_name_the_field(field, value, message):
     with pytest.raises(UserError) as error:
         suite_from_dict(dict(SUITE, disturbance={field: value}), "t.yml")

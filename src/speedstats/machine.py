@@ -66,8 +66,14 @@ class DisturbanceSpec:
     max_cv: float = 0.10
 
 
-_NUMBERS = {"max_other_cores": (0.0, False), "min_sm_clock_ratio": (0.0, False), "remeasure_rounds": (0, True),
-            "retry_wait_s": (0.0, False), "quiet_wait_s": (0.0, False), "max_cv": (0.0, False)}
+_NUMBERS = {
+    "max_other_cores": (0.0, False),
+    "min_sm_clock_ratio": (0.0, False),
+    "remeasure_rounds": (0, True),
+    "retry_wait_s": (0.0, False),
+    "quiet_wait_s": (0.0, False),
+    "max_cv": (0.0, False),
+}
 
 
 def disturbance_from_dict(data, where):
@@ -82,14 +88,23 @@ def disturbance_from_dict(data, where):
         if key in _NUMBERS:
             minimum, integer = _NUMBERS[key]
             kind = (int,) if integer else (int, float)
-            if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or value < minimum:
-                raise UserError(f"{where}: field '{name}' must be {'an integer' if integer else 'a number'} "
-                                f"of at least {minimum:g}, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, kind)
+                or not math.isfinite(value)
+                or value < minimum
+            ):
+                raise UserError(
+                    f"{where}: field '{name}' must be {'an integer' if integer else 'a number'} "
+                    f"of at least {minimum:g}, got {value!r}"
+                )
             setattr(spec, key, value)
         elif key == "allowed_clock_events":
             known = list(CLOCK_EVENTS.values())
             if not isinstance(value, list) or any(item not in known for item in value):
-                raise UserError(f"{where}: field '{name}' must be a list of {', '.join(known)}, got {value!r}")
+                raise UserError(
+                    f"{where}: field '{name}' must be a list of {', '.join(known)}, got {value!r}"
+                )
             spec.allowed_clock_events = list(value)
         elif key == "foreign_gpu_processes":
             if not isinstance(value, bool):
@@ -106,28 +121,38 @@ def clock_event_names(mask):
 
 
 def round_disturbance(state, spec):
-    """What disturbed one round, from its recorded state: a list of {"kind", "text", ...}, empty when quiet."""
+    """What disturbed one round, from its recorded state: a list of {"kind", "text", ...}; empty: quiet."""
     found = []
     cpu = state.get("cpu") or {}
     other = cpu.get("other_cores")
     if other is not None and other > spec.max_other_cores:
-        found.append({"kind": "cpu", "other_cores": other, "cores": cpu.get("cores"),
-                      "text": f"other processes used {other:.1f} of {cpu.get('cores')} cores"})
+        found.append(
+            {
+                "kind": "cpu",
+                "other_cores": other,
+                "cores": cpu.get("cores"),
+                "text": f"other processes used {other:.1f} of {cpu.get('cores')} cores",
+            }
+        )
     for gpu in state.get("gpus") or []:
         name = f"GPU {gpu.get('index')}"
         events = [e for e in gpu.get("clock_events") or [] if e not in spec.allowed_clock_events]
         if events:
-            found.append({"kind": "clocks", "text": f"{name} throttled ("
-                          + ", ".join(CLOCK_EVENT_TEXT.get(e, e) for e in events) + ")"})
+            found.append(
+                {
+                    "kind": "clocks",
+                    "text": f"{name} throttled ("
+                    + ", ".join(CLOCK_EVENT_TEXT.get(e, e) for e in events)
+                    + ")",
+                }
+            )
         clock, top = gpu.get("sm_clock_mhz"), gpu.get("sm_clock_max_mhz")
         if clock is not None and top and clock < spec.min_sm_clock_ratio * top:
-            found.append({"kind": "sm_clock",
-                          "text": f"{name} SM clock at {clock} of {top} MHz"})
+            found.append({"kind": "sm_clock", "text": f"{name} SM clock at {clock} of {top} MHz"})
         foreign = gpu.get("foreign_processes") or []
         if spec.foreign_gpu_processes and foreign:
             pids = ", ".join(str(p.get("pid")) for p in foreign)
-            found.append({"kind": "gpu_process",
-                          "text": f"another compute process on {name} (pid {pids})"})
+            found.append({"kind": "gpu_process", "text": f"another compute process on {name} (pid {pids})"})
     return found
 
 
@@ -154,7 +179,10 @@ def case_disturbance(round_states, labels):
             contenders[role] = texts
     if not contenders:
         return None
-    parts = [f"{' and '.join(texts)} during {labels.get(role, role)}'s rounds" for role, texts in contenders.items()]
+    parts = [
+        f"{' and '.join(texts)} during {labels.get(role, role)}'s rounds"
+        for role, texts in contenders.items()
+    ]
     return {"contenders": contenders, "text": ", ".join(parts)}
 
 
@@ -196,21 +224,33 @@ def notes_context(results, suite=None):
     for case in results.cases:
         case_id = markdown_safe(case.id, NOTE_TEXT_LIMIT)
         if case.disturbance:
-            disturbed.append(disturbed_line(case_id, {"text": markdown_safe(case.disturbance["text"],
-                                                                            NOTE_TEXT_LIMIT)}))
+            disturbed.append(
+                disturbed_line(case_id, {"text": markdown_safe(case.disturbance["text"], NOTE_TEXT_LIMIT)})
+            )
         if case.failure:
             continue
         for role, cv in unstable_contenders(case.frameworks, spec.max_cv):
-            unstable.append(f"{WARNING}{case_id}: {CONTENDER_LABELS.get(role, role)}'s figure is unstable: its "
-                            f"rounds scatter with a coefficient of variation of {cv * 100:.1f}% "
-                            f"(above {spec.max_cv * 100:g}%)")
+            unstable.append(
+                f"{WARNING}{case_id}: {CONTENDER_LABELS.get(role, role)}'s figure is unstable: its "
+                f"rounds scatter with a coefficient of variation of {cv * 100:.1f}% "
+                f"(above {spec.max_cv * 100:g}%)"
+            )
     machine = results.machine or {}
     preflight = machine.get("preflight") or {}
     not_quiet = None
     if preflight and not preflight.get("quiet", True):
         reasons = "; ".join(str(r) for r in preflight.get("reasons") or [])
-        not_quiet = (f"{WARNING}The GPU was not quiet before the first case after waiting "
-                     f"{preflight.get('waited_s', 0):.0f}s ({markdown_safe(reasons, NOTE_TEXT_LIMIT)}); "
-                     "measured anyway, each round checked")
-    driver_notes = [markdown_safe(n, NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []]
-    return {"disturbed": disturbed, "unstable": unstable, "not_quiet": not_quiet, "driver_notes": driver_notes}
+        not_quiet = (
+            f"{WARNING}The GPU was not quiet before the first case after waiting "
+            f"{preflight.get('waited_s', 0):.0f}s ({markdown_safe(reasons, NOTE_TEXT_LIMIT)}); "
+            "measured anyway, each round checked"
+        )
+    driver_notes = [
+        markdown_safe(n, NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []
+    ]
+    return {
+        "disturbed": disturbed,
+        "unstable": unstable,
+        "not_quiet": not_quiet,
+        "driver_notes": driver_notes,
+    }

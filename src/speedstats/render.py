@@ -197,7 +197,8 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
     from speedstats import machine
 
-    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine.notes_context(results, suite), templates_dir)
+    machine_context = machine.notes_context(results, suite)
+    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine_context, templates_dir)
     if machine_notes:  # right after the block: a disturbed machine is said before anything else
         body = f"{body}\n\n{machine_notes}"
     notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)

@@ -133,5 +133,6 @@ def judge(results, suite):
     if error or not results.cases or results.cancelled:
         score += FAILED_CASE_SCORE
     disturbed = [c.id for c in cases if c.disturbed]
-    return Verdict(score=score, passed=score < FAILING_SCORE and not regressions and not disturbed, cases=cases,
-                   error=error, reasons=reasons, regressions=regressions, disturbed=disturbed)
+    passed = score < FAILING_SCORE and not regressions and not disturbed
+    return Verdict(score=score, passed=passed, cases=cases, error=error, reasons=reasons,
+                   regressions=regressions, disturbed=disturbed)

@@ -67,7 +67,8 @@ for name in names:
             entry["git_commit"] = getattr(module, "__git_commit__", None)
             try:
                 import oneflow.sysconfig
-                entry["cuda"] = str(oneflow.sysconfig.get_cuda_version()) if oneflow.sysconfig.with_cuda() else None
+                with_cuda = oneflow.sysconfig.with_cuda()
+                entry["cuda"] = str(oneflow.sysconfig.get_cuda_version()) if with_cuda else None
             except Exception:
                 entry["cuda"] = None
         elif name == "torch":
@@ -364,7 +365,7 @@ def _provenance(request, report, site_dir=None, final_site=None, wheel_hashes=No
             "version": entry["version"],
             "module_version": entry.get("module_version"),
             "git_commit": entry.get("git_commit"),
-            "cuda": entry.get("cuda"),  # the CUDA version the build was made for (None: a CPU build, or untold)
+            "cuda": entry.get("cuda"),  # the CUDA version it was made for (None: CPU build, or untold)
             "wheel": Path(source.value).name if source and source.kind == "wheel" else None,
             "sha256": (wheel_hashes or {}).get(source.value) if source and source.kind == "wheel" else None,
             "requirement": source.value if source and source.kind == "requirement" else None,

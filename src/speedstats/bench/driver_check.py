@@ -77,15 +77,23 @@ def check_driver(builds, driver):
         name = f"{LABELS.get(role, role)} build {package} {version} (CUDA {_text(need)})"
         if have[0] < need[0]:
             pick = pytorch_to_pick(have)
-            advice = (f"pick a PyTorch build for CUDA {pick} with `pytorch:` (e.g. torch==VERSION+cu{pick.replace('.', '')} "
-                      f"and `pip-args: --extra-index-url https://download.pytorch.org/whl/cu{pick.replace('.', '')}`)"
-                      if pick else "update the driver")
+            tag = f"cu{pick.replace('.', '')}" if pick else None
+            advice = (
+                f"pick a PyTorch build for CUDA {pick} with `pytorch:` (e.g. torch==VERSION+{tag} "
+                f"and `pip-args: --extra-index-url https://download.pytorch.org/whl/{tag}`)"
+                if pick
+                else "update the driver"
+            )
             if role != "pytorch":
                 advice = f"update the driver to {MIN_DRIVER.get(need[0], 'a newer one')} or newer"
-            raise UserError(f"{name} needs an NVIDIA driver for CUDA {need[0]} ({MIN_DRIVER.get(need[0], '?')} or "
-                            f"newer); this machine's driver {driver.get('version')} supports CUDA {_text(have)}: "
-                            f"{advice}")
+            raise UserError(
+                f"{name} needs an NVIDIA driver for CUDA {need[0]} ({MIN_DRIVER.get(need[0], '?')} or "
+                f"newer); this machine's driver {driver.get('version')} supports CUDA {_text(have)}: "
+                f"{advice}"
+            )
         if have < need:
-            notes.append(f"{name} runs on driver {driver.get('version')} (CUDA {_text(have)}) through CUDA's "
-                         "minor version compatibility")
+            notes.append(
+                f"{name} runs on driver {driver.get('version')} (CUDA {_text(have)}) through CUDA's "
+                "minor version compatibility"
+            )
     return notes

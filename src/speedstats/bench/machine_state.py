@@ -76,7 +76,7 @@ def process_ticks(pid):
             text = f.read()
     except OSError:
         return None
-    fields = text[text.rindex(b")") + 2:].split()
+    fields = text[text.rindex(b")") + 2 :].split()
     return int(fields[19]), sum(int(v) for v in fields[11:15])
 
 
@@ -128,8 +128,14 @@ def load_1min():
 
 def cpu_begin(cpus, worker_pids):
     pressure, _ = cpu_pressure()
-    return {"wall": time.monotonic(), "ticks": cpu_ticks(cpus), "own": own_ticks(), "pressure": pressure,
-            "switches": nonvoluntary_switches(worker_pids), "load": load_1min()}
+    return {
+        "wall": time.monotonic(),
+        "ticks": cpu_ticks(cpus),
+        "own": own_ticks(),
+        "pressure": pressure,
+        "switches": nonvoluntary_switches(worker_pids),
+        "load": load_1min(),
+    }
 
 
 def cpu_end(begin, cpus, worker_pids):
@@ -229,21 +235,27 @@ class Gpus:
             return found
         for index, handle in self.handles.items():
             record = {"index": index, "null_reasons": {}}
-            self._fill(record, [
-                ("name", nvml.nvmlDeviceGetName, (handle,)),
-                ("uuid", nvml.nvmlDeviceGetUUID, (handle,)),
-                ("persistence_mode", nvml.nvmlDeviceGetPersistenceMode, (handle,)),
-                ("pcie_generation", nvml.nvmlDeviceGetCurrPcieLinkGeneration, (handle,)),
-                ("pcie_generation_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, (handle,)),
-                ("pcie_width", nvml.nvmlDeviceGetCurrPcieLinkWidth, (handle,)),
-                ("pcie_width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, (handle,)),
-                ("mig_mode", nvml.nvmlDeviceGetMigMode, (handle,)),
-                ("ecc_uncorrected_volatile", nvml.nvmlDeviceGetTotalEccErrors,
-                 (handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC)),
-                ("sm_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_SM)),
-                ("mem_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
-                ("power_limit_w", nvml.nvmlDeviceGetEnforcedPowerLimit, (handle,)),
-            ])
+            self._fill(
+                record,
+                [
+                    ("name", nvml.nvmlDeviceGetName, (handle,)),
+                    ("uuid", nvml.nvmlDeviceGetUUID, (handle,)),
+                    ("persistence_mode", nvml.nvmlDeviceGetPersistenceMode, (handle,)),
+                    ("pcie_generation", nvml.nvmlDeviceGetCurrPcieLinkGeneration, (handle,)),
+                    ("pcie_generation_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, (handle,)),
+                    ("pcie_width", nvml.nvmlDeviceGetCurrPcieLinkWidth, (handle,)),
+                    ("pcie_width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, (handle,)),
+                    ("mig_mode", nvml.nvmlDeviceGetMigMode, (handle,)),
+                    (
+                        "ecc_uncorrected_volatile",
+                        nvml.nvmlDeviceGetTotalEccErrors,
+                        (handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
+                    ),
+                    ("sm_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_SM)),
+                    ("mem_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
+                    ("power_limit_w", nvml.nvmlDeviceGetEnforcedPowerLimit, (handle,)),
+                ],
+            )
             if isinstance(record["mig_mode"], (list, tuple)):  # [current, pending]
                 record["mig_mode"] = record["mig_mode"][0]
             if record["power_limit_w"] is not None:
@@ -268,16 +280,19 @@ class Gpus:
 
         for index, handle in self.handles.items():
             record = {"index": index, "null_reasons": {}}
-            self._fill(record, [
-                ("sm_clock_mhz", nvml.nvmlDeviceGetClockInfo, (handle, nvml.NVML_CLOCK_SM)),
-                ("sm_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_SM)),
-                ("mem_clock_mhz", nvml.nvmlDeviceGetClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
-                ("mem_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
-                ("clock_events", nvml.nvmlDeviceGetCurrentClocksEventReasons, (handle,)),
-                ("temperature_c", nvml.nvmlDeviceGetTemperature, (handle, nvml.NVML_TEMPERATURE_GPU)),
-                ("power_w", nvml.nvmlDeviceGetPowerUsage, (handle,)),
-                ("power_limit_w", nvml.nvmlDeviceGetEnforcedPowerLimit, (handle,)),
-            ])
+            self._fill(
+                record,
+                [
+                    ("sm_clock_mhz", nvml.nvmlDeviceGetClockInfo, (handle, nvml.NVML_CLOCK_SM)),
+                    ("sm_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_SM)),
+                    ("mem_clock_mhz", nvml.nvmlDeviceGetClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
+                    ("mem_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
+                    ("clock_events", nvml.nvmlDeviceGetCurrentClocksEventReasons, (handle,)),
+                    ("temperature_c", nvml.nvmlDeviceGetTemperature, (handle, nvml.NVML_TEMPERATURE_GPU)),
+                    ("power_w", nvml.nvmlDeviceGetPowerUsage, (handle,)),
+                    ("power_limit_w", nvml.nvmlDeviceGetEnforcedPowerLimit, (handle,)),
+                ],
+            )
             if record["clock_events"] is not None:
                 record["clock_events"] = clock_event_names(int(record["clock_events"]))
             for key in ("power_w", "power_limit_w"):
@@ -288,7 +303,8 @@ class Gpus:
 
 
 def gpu_indices(device):
-    """The CUDA indices a run on `device` uses: all visible GPUs for "cuda", one for "cuda:N", none on the CPU."""
+    """The CUDA indices a run on `device` uses: all visible GPUs for "cuda", one for "cuda:N", none
+    on the CPU."""
     name = str(device).strip().lower()
     if name in ("cuda", "gpu"):
         return list(range(gpuinfo.visible_gpu_count())) or [0]
@@ -311,8 +327,11 @@ class MachineWatch:
         self.gpus.close()
 
     def run_info(self):
-        info = {"cpu": {"model": gpuinfo.cpu_model(), "cores": len(self.cpus)},
-                "driver": self.gpus.driver(), "gpus": self.gpus.run_info()}
+        info = {
+            "cpu": {"model": gpuinfo.cpu_model(), "cores": len(self.cpus)},
+            "driver": self.gpus.driver(),
+            "gpus": self.gpus.run_info(),
+        }
         info["cpu"]["pressure"] = cpu_pressure()[1] or "available"
         if self.gpus.reason:
             info["gpu_null_reason"] = self.gpus.reason
@@ -334,8 +353,11 @@ class MachineWatch:
         tree = processes.members(os.getpid(), None) if tree is None else tree
         found = {}
         for index, procs in compute_pids.items():
-            found[index] = [{"pid": pid, "used_memory_bytes": memory} for pid, memory in sorted(procs.items())
-                            if not self._is_ours(pid, tree)]
+            found[index] = [
+                {"pid": pid, "used_memory_bytes": memory}
+                for pid, memory in sorted(procs.items())
+                if not self._is_ours(pid, tree)
+            ]
         return found
 
     def _is_ours(self, pid, tree):
@@ -344,8 +366,11 @@ class MachineWatch:
         return pid in self.ours
 
     def begin(self, worker_pids):
-        return {"cpu": cpu_begin(self.cpus, worker_pids), "gpu_pids": self.gpus.compute_pids(),
-                "worker_pids": list(worker_pids)}
+        return {
+            "cpu": cpu_begin(self.cpus, worker_pids),
+            "gpu_pids": self.gpus.compute_pids(),
+            "worker_pids": list(worker_pids),
+        }
 
     def end(self, begin, worker_pids=None):
         """The state of the round that began with `begin`: {"cpu": {...}, "gpus": [...]}."""
@@ -379,14 +404,18 @@ class MachineWatch:
         announced = False
         while reasons and time.monotonic() - start < timeout_s:
             if not announced:
-                progress(f"speedstats: the GPU is not quiet ({'; '.join(reasons)}): waiting up to {timeout_s:.0f}s")
+                progress(
+                    f"speedstats: the GPU is not quiet ({'; '.join(reasons)}): waiting up to {timeout_s:.0f}s"
+                )
                 announced = True
             sleep(min(QUIET_POLL_S, max(0.0, timeout_s - (time.monotonic() - start))))
             reasons = self.quiet_check(spec)
         waited = round(time.monotonic() - start, 1)
         if reasons:
-            progress(f"speedstats: the GPU is still not quiet after {waited:.0f}s ({'; '.join(reasons)}): "
-                     "measuring anyway; each round is checked and a disturbed case is marked")
+            progress(
+                f"speedstats: the GPU is still not quiet after {waited:.0f}s ({'; '.join(reasons)}): "
+                "measuring anyway; each round is checked and a disturbed case is marked"
+            )
         elif announced:
             progress(f"speedstats: the GPU is quiet after {waited:.0f}s")
         return {"quiet": not reasons, "waited_s": waited, "reasons": reasons}

@@ -395,11 +395,12 @@ class SuiteRunner:
 
         info = self.watch.run_info()
         if info.get("driver"):
-            info["driver"]["notes"] = check_driver({r: self.builds[r] for r in self.contenders if r in self.builds},
-                                                   info["driver"])
+            builds = {role: self.builds[role] for role in self.contenders if role in self.builds}
+            info["driver"]["notes"] = check_driver(builds, info["driver"])
         spec = self.suite.disturbance
         if self.watch.gpus.handles:
-            wait = spec.quiet_wait_s if self.quiet_wait_s is None else min(spec.quiet_wait_s, self.quiet_wait_s)
+            wait = spec.quiet_wait_s if self.quiet_wait_s is None else min(spec.quiet_wait_s,
+                                                                           self.quiet_wait_s)
             info["preflight"] = self.watch.wait_quiet(spec, wait, self.progress)
         return info
 
@@ -438,8 +439,9 @@ class SuiteRunner:
                 "error": "; ".join(errors) or None,
             }
             self.progress(f"{prefix}   {record.confirmation['status']} on {record.confirmation['rounds']} rounds")
-            self._attach_states(record, {role: (first.states + (again[role].states if again[role].error is None
-                                                                else []), first.remeasured + again[role].remeasured)
+            kept = {role: first.states + (again[role].states if again[role].error is None else [])
+                    for role, first in states.items()}
+            self._attach_states(record, {role: (kept[role], first.remeasured + again[role].remeasured)
                                          for role, first in states.items()})
         else:
             self._attach_states(record, {role: (s.states, s.remeasured) for role, s in states.items()})
@@ -538,7 +540,8 @@ class SuiteRunner:
                 break
             state.remeasured.append({"per_iter_s": total / plan.iterations, "state": round_state})
             why = "; ".join(item["text"] for item in round_state["disturbed"])
-            self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} disturbed ({why}): measuring it again")
+            self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} disturbed ({why}): "
+                          "measuring it again")
             time.sleep(spec.retry_wait_s)
         state.rounds.append(total)
         state.states.append(round_state)
