@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from speedstats.errors import EXIT_CASE_FAILED, EXIT_VERDICT_FAILED, UserError
+from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
 from speedstats.fsutil import write_atomic
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
@@ -95,6 +95,8 @@ def _run_steps(options, progress):
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
 
     builds = prepare_builds(requests, cache, progress)
+    if device == "cuda":
+        check_driver_or_fail(builds, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
     verdict = judge(results, suite)
     body = render_speed_stats(results, suite, verdict, templates_dir=options.templates)
@@ -250,6 +252,20 @@ def lock_timeout_or_fail(suite, lock_timeout):
 # -- measuring ----------------------------------------------------------------------------------------
 
 
+def check_driver_or_fail(builds, progress):
+    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports fails now."""
+    from speedstats.bench.driver_check import check_driver
+    from speedstats.bench.machine_state import Gpus
+
+    gpus = Gpus([0])
+    try:
+        driver = gpus.driver()
+    finally:
+        gpus.close()
+    for note in check_driver(builds, driver):
+        progress(f"speedstats: {note}")
+
+
 def prepare_builds(requests, cache, progress):
     from speedstats.bench.builds import prepare_builds as prepare
 
@@ -273,7 +289,7 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
             dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device), builds=builds, contenders=contenders,
-                             confirm=suite.confirm and not options.no_confirm)
+                             confirm=suite.confirm and not options.no_confirm, quiet_wait_s=lock_timeout)
         try:
             return runner.run()
         except RunCancelled as exc:
@@ -326,13 +342,19 @@ def report(results, verdict, results_path, comment_path, progress):
              f"verdict {'pass' if verdict.passed else 'fail'}"
              + (f"; slower than the base build: {', '.join(slower)}" if slower else "")
              + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
+    if verdict.disturbed:
+        progress(f"speedstats: measured on a disturbed machine, figures not comparable: "
+                 f"{', '.join(verdict.disturbed)}")
 
 
 def exit_status(results, verdict, required_label=None, label_lookup=None):
-    """3 when a case produced no figures, else 0 when the verdict passed, else 1; with --required-label,
-    a failed verdict exits 1 only when the pull request carries the label."""
+    """3 when a case produced no figures, else 7 when a case was measured on a disturbed machine, else 0
+    when the verdict passed, else 1; with --required-label, a failed verdict exits 1 only when the pull
+    request carries the label."""
     if any(c.failure for c in results.cases):
         return EXIT_CASE_FAILED
+    if verdict.disturbed:
+        return EXIT_DISTURBED
     if verdict.passed:
         return 0
     if label_lookup is not None:

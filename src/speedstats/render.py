@@ -23,6 +23,7 @@ from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
+MACHINE_NOTES_TEMPLATE = "machine_notes.md.j2"
 ROLE_LABELS = ROLE_WORDS  # the role of each build in the builds line: head, base, PyTorch
 BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
@@ -182,6 +183,12 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
         "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
+    from speedstats import machine
+
+    machine_context = machine.notes_context(results, suite)
+    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine_context, templates_dir)
+    if machine_notes:  # right after the block: a disturbed machine is said before anything else
+        body = f"{body}\n\n{machine_notes}"
     notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"

@@ -43,6 +43,10 @@ def render_command(args):
     for row in regressions:
         print(f"speedstats: regression: {row.case_id} {row.label}: {row.comparison.change * 100:+.1f}% "
               f"({row.comparison.text})", file=sys.stderr)
+    if verdict.disturbed:
+        from speedstats.errors import EXIT_DISTURBED
+
+        return EXIT_DISTURBED
     return 0 if verdict.passed and not regressions else 1
 
 

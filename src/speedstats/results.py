@@ -59,6 +59,10 @@ class FrameworkResult:
     memory_kind: str | None = None  # "cuda-allocator" or "rss"
     imported: dict | None = None  # the framework module its worker imported: version, file
     error: str | None = None
+    # The machine's state around each round of rounds_s (see bench.machine_state), and the disturbed
+    # rounds that were measured again: {"per_iter_s", "state"}.
+    round_states: list[dict] = field(default_factory=list)
+    remeasured: list[dict] = field(default_factory=list)
 
     @property
     def ok(self):
@@ -88,6 +92,9 @@ class CaseResult:
     mode: str | None = None
     model: str | None = None
     env: dict[str, str] | None = None
+    # Measured on a disturbed machine (see speedstats.machine.case_disturbance): {"contenders": {role:
+    # [texts]}, "text"}; its figures are not comparable.
+    disturbance: dict | None = None
 
     @property
     def measured(self):
@@ -131,6 +138,8 @@ class Results:
     # What each contender measured: version, git commit, wheel and sha256 or requirement (see bench.builds).
     builds: dict[str, dict] = field(default_factory=dict)
     cancelled: bool = False  # stopped (SIGTERM, SIGINT) before its last case: the cases are incomplete
+    # The machine once per run (see bench.machine_state): CPU, driver, each GPU, the quiet check.
+    machine: dict | None = None
     schema: str = SCHEMA
 
     @property
@@ -308,6 +317,8 @@ def framework_from_dict(data, where, kind=None):
         memory_kind=_field(data, "memory_kind", (str,), where, required=False),
         imported=_field(data, "imported", (dict,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
+        round_states=_field(data, "round_states", (list,), where, required=False, default=[]),
+        remeasured=_field(data, "remeasured", (list,), where, required=False, default=[]),
     )
     if fw.error is None:
         for key in ("total_s", "per_iter_s", "times"):
@@ -351,6 +362,7 @@ def case_from_dict(data, where):
         mode=_field(data, "mode", (str,), where, required=False),
         model=_field(data, "model", (str,), where, required=False),
         env=_field(data, "env", (dict,), where, required=False),
+        disturbance=_disturbance(data, where),
     )
     if kind == "resnet50" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
@@ -390,7 +402,16 @@ def results_from_dict(data, where="results"):
         error=_field(data, "error", (str,), where, required=False),
         builds=_builds(data, where),
         cancelled=_field(data, "cancelled", (bool,), where, required=False, default=False),
+        machine=_field(data, "machine", (dict,), where, required=False),
     )
+
+
+def _disturbance(data, where):
+    disturbance = _field(data, "disturbance", (dict,), where, required=False)
+    if disturbance is not None and (not isinstance(disturbance.get("text"), str)
+                                    or not isinstance(disturbance.get("contenders"), dict)):
+        raise UserError(f"{where}: field 'disturbance' must hold a 'text' and its 'contenders'")
+    return disturbance
 
 
 def _builds(data, where):

@@ -16,7 +16,8 @@ def register(subparsers):
         description="Run every case of the suite with both frameworks, write OUT/results.json and "
         "OUT/comment.md, and print the comment. Exit 0 when the verdict passes, 1 when it fails, "
         "2 on bad input, 3 when a case produced no figures, 4 when the device stayed busy, 6 on an "
-        "internal error.",
+        "internal error, 7 when a case was measured on a disturbed machine (other processes on the CPU, "
+        "a throttled or busy GPU; see the suite's 'disturbance:').",
     )
     p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
     p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")

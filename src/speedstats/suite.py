@@ -20,6 +20,7 @@ import yaml
 
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
+from speedstats.machine import DisturbanceSpec, disturbance_from_dict
 from speedstats.resources import suites_dir
 from speedstats.text import one_line, shown
 
@@ -103,6 +104,8 @@ class Suite:
     mode: str = DEFAULT_MODE
     model: str = "shared"
     env: dict[str, str] = field(default_factory=dict)
+    # When a round counts as disturbed, how often it is measured again, when rounds are unstable.
+    disturbance: DisturbanceSpec = field(default_factory=DisturbanceSpec)
 
     def case(self, case_id):
         for case in self.cases:
@@ -247,7 +250,7 @@ _CASE_FIELDS = {
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env",
+    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env", "disturbance",
 }
 
 
@@ -410,6 +413,7 @@ def suite_from_dict(data, where):
         mode=defaults["mode"],
         model=defaults["model"],
         env=defaults["env"],
+        disturbance=disturbance_from_dict(data.get("disturbance"), where),
     )
 
 

@@ -64,8 +64,15 @@ for name in names:
         entry["file"] = getattr(module, "__file__", None)
         if name == "oneflow":
             entry["git_commit"] = getattr(module, "__git_commit__", None)
+            try:
+                import oneflow.sysconfig
+                with_cuda = oneflow.sysconfig.with_cuda()
+                entry["cuda"] = str(oneflow.sysconfig.get_cuda_version()) if with_cuda else None
+            except Exception:
+                entry["cuda"] = None
         elif name == "torch":
             entry["git_commit"] = getattr(getattr(module, "version", None), "git_version", None)
+            entry["cuda"] = getattr(getattr(module, "version", None), "cuda", None)
     report["packages"][name] = entry
 for name in ("numpy", "pillow", "protobuf"):
     try:
@@ -357,6 +364,7 @@ def _provenance(request, report, site_dir=None, final_site=None, wheel_hashes=No
             "version": entry["version"],
             "module_version": entry.get("module_version"),
             "git_commit": entry.get("git_commit"),
+            "cuda": entry.get("cuda"),  # the CUDA version it was made for (None: CPU build, or untold)
             "wheel": Path(source.value).name if source and source.kind == "wheel" else None,
             "sha256": (wheel_hashes or {}).get(source.value) if source and source.kind == "wheel" else None,
             "requirement": source.value if source and source.kind == "requirement" else None,
