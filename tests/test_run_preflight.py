@@ -8,7 +8,7 @@ import pytest
 
 from speedstats.cli import main
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "src" / "speedstats" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 def test_a_template_typo_fails_before_the_run(tmp_path, capsys):
