@@ -135,6 +135,7 @@ def test_the_nvidia_runtime_gives_the_gpus_and_refuses_a_driver_too_old_for_torc
     assert env["NVIDIA_REQUIRE_CUDA"] == "cuda>=13.0"
 
 
+@pytest.mark.lint
 def test_hadolint_passes():
     hadolint = shutil.which("hadolint", path=os.pathsep.join([str(Path(sys.executable).parent),
                                                                os.environ.get("PATH", "")]))

@@ -29,6 +29,8 @@ SHA = "e" * 40
 RUN = 7100
 INSTALL_TIMEOUT_S = 900
 
+pytestmark = pytest.mark.venv
+
 
 def _run(argv, **kwargs):
     proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False, **kwargs)
@@ -92,9 +94,9 @@ def test_the_venv_has_the_light_dependencies_only(venv):
     module, templates, suites, heavy = proc.stdout.splitlines()
     assert str(ROOT) not in module and "site-packages" in module
     assert Path(templates, "speed_stats.md.j2").is_file() and Path(suites, "default.yml").is_file()
+    assert Path(templates).parent == Path(suites).parent == Path(module).parent  # package data, in the wheel
     assert heavy == "[]"
     version = installed(venv, "--version")
-    assert Path(templates).parent == Path(suites).parent == Path(module).parent  # package data, in the wheel
     assert (version.returncode, version.stdout) == (0, in_checkout("--version").out)
 
 

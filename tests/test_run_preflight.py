@@ -11,6 +11,7 @@ from speedstats.cli import main
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
+@pytest.mark.frameworks
 def test_a_template_typo_fails_before_the_run(tmp_path, capsys):
     mine = tmp_path / "templates"
     mine.mkdir()
@@ -27,6 +28,7 @@ def test_a_template_typo_fails_before_the_run(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.frameworks
 def test_bundle_outside_a_job_fails_before_the_run(tmp_path, capsys, monkeypatch):
     for name in ("GITHUB_RUN_ID", "GITHUB_REPOSITORY", "GITHUB_SHA", "GITHUB_EVENT_PATH"):
         monkeypatch.delenv(name, raising=False)
@@ -39,6 +41,7 @@ def test_bundle_outside_a_job_fails_before_the_run(tmp_path, capsys, monkeypatch
     assert not out.exists()
 
 
+@pytest.mark.frameworks
 def test_rounds_must_be_positive(tmp_path, capsys):
     rc = main(["run", "--profile", "smoke", "--device", "cpu", "--rounds", "0", "--out", str(tmp_path / "o")])
     assert rc == 2
@@ -53,6 +56,7 @@ def test_rounds_must_be_positive(tmp_path, capsys):
                     "Expecting value (column 1)")),
     ("/proc/history.jsonl", "{path}: cannot write the history file in /proc: "),
 ])
+@pytest.mark.frameworks
 def test_a_history_file_that_cannot_be_appended_fails_before_the_run(tmp_path, capsys, where, message):
     (tmp_path / "folder").mkdir()
     os.mkfifo(tmp_path / "fifo")
@@ -80,6 +84,7 @@ def test_a_history_file_with_a_bad_line_among_good_ones_is_accepted(tmp_path):
 
 def test_a_nan_lock_timeout_fails_before_the_run(tmp_path, capsys):
     rc = main(["run", "--profile", "smoke", "--device", "cpu", "--lock-timeout", "nan", "--out", str(tmp_path / "o")])
+@pytest.mark.frameworks
     assert rc == 2
     assert capsys.readouterr().err == (
         "speedstats: error: --lock-timeout: must be a finite number of seconds, not negative, got nan\n")
@@ -87,6 +92,7 @@ def test_a_nan_lock_timeout_fails_before_the_run(tmp_path, capsys):
 
 def test_outputs_that_cannot_be_written_fail_before_the_run(tmp_path, capsys):
     out = tmp_path / "out"
+@pytest.mark.frameworks
     out.mkdir()
     (out / "results.json").symlink_to(tmp_path / "elsewhere.json")
     rc = main(["run", "--profile", "smoke", "--device", "cpu", "--out", str(out)])
