@@ -13,7 +13,8 @@ pytestmark = pytest.mark.lint
 
 
 def ruff(*args, stdin=None):
-    found = shutil.which("ruff", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    found = shutil.which("ruff", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                       os.environ.get("PATH", "")]))
     assert found, "ruff is not installed (requirements/test.txt)"
     return subprocess.run([found, "check", "--no-cache", "--output-format", "concise", *args], cwd=ROOT,
                           input=stdin, capture_output=True, text=True, check=False, timeout=120)
@@ -28,8 +29,8 @@ def test_the_configured_line_length_is_enforced():
     assert over.stdout.startswith("src/speedstats/example.py:1:111: E501 Line too long (111 > 110)")
 
 
-@pytest.mark.xfail(strict=True, reason="lines over 110 characters remain until the one reformatting pass after "
-                                       "issue 17's branches land; remove this mark then")
+@pytest.mark.xfail(strict=True, reason="lines over 110 characters remain until the one reformatting "
+                                       "pass after issue 17's branches land; remove this mark then")
 def test_ruff_check_passes():
     proc = ruff()
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "All checks passed!\n", "")

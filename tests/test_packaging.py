@@ -21,7 +21,8 @@ def setuptools_config():
 
 def test_every_package_under_src_is_listed_with_the_suites_and_the_templates():
     found = [".".join(p.parent.relative_to(SRC).parts) for p in SRC.rglob("__init__.py")]
-    assert sorted(setuptools_config()["packages"]) == sorted([*found, "speedstats.suites", "speedstats.templates"])
+    listed = setuptools_config()["packages"]
+    assert sorted(listed) == sorted([*found, "speedstats.suites", "speedstats.templates"])
 
 
 def test_the_templates_are_the_top_level_folder_shipped_inside_the_package():
@@ -29,7 +30,8 @@ def test_the_templates_are_the_top_level_folder_shipped_inside_the_package():
     assert config["package-dir"] == {"": "src", "speedstats.templates": "templates"}
     assert config["package-data"] == {"speedstats.suites": ["*.yml"], "speedstats.templates": ["*.j2"]}
     shipped = sorted(p.name for p in (ROOT / "templates").iterdir())
-    assert shipped and all(name.endswith(".j2") for name in shipped)  # nothing there that the wheel leaves out
+    # nothing there that the wheel would leave out
+    assert shipped and all(name.endswith(".j2") for name in shipped)
     assert "speed_stats.md.j2" in shipped
     assert not (SRC / "speedstats" / "templates").exists()
 

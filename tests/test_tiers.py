@@ -37,8 +37,8 @@ def test_every_test_file_loads_without_the_heavy_dependencies():
     names = sorted(p.stem for p in (ROOT / "tests").glob("*.py"))
     assert "conftest" in names and "test_render" in names
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
-    proc = subprocess.run([sys.executable, "-c", LOAD_ALL, ",".join(HEAVY_MODULES), *names], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=False, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", LOAD_ALL, ",".join(HEAVY_MODULES), *names], cwd=ROOT,
+                          env=env, capture_output=True, text=True, check=False, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 
 
