@@ -216,7 +216,7 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     assert provenance["packages"]["flowvision"]["file"] == str(site / "flowvision" / "__init__.py")
     assert provenance["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert set(provenance["environment"]) >= {"numpy", "pillow"}
-    json.dumps(provenance)
+    assert json.loads(json.dumps(provenance)) == provenance  # plain JSON data, as results.json keeps it
 
     stamp = (site / "oneflow" / "__init__.py").stat().st_mtime_ns
     again_lines = []
