@@ -41,7 +41,8 @@ RUN pip install --quiet -c constraints.txt -r requirements/light.txt -r requirem
  && pip install --quiet -c constraints.txt --no-build-isolation --no-deps flowvision==0.2.1 \
  && pip install --quiet -c constraints.txt "setuptools==84.2.1"
 
-# The project itself, installed in place; its templates and suites are package data.
+# The project itself, installed in place: it reads its suites from the package and its templates from
+# /opt/speedstats/templates (a wheel carries both as package data).
 COPY . .
 RUN pip install --quiet -c constraints.txt --no-build-isolation --no-deps -e . \
  && speedstats --version

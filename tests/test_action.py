@@ -401,6 +401,7 @@ def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_p
     assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
 
 
+@pytest.mark.frameworks  # speedstats run checks its frameworks are installed before its --out
 def test_fail_on_regression_false_forgives_only_a_failed_verdict(tmp_path, gh):
     workspace = tmp_path / "workspace"
     workspace.mkdir()

@@ -193,8 +193,11 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     broken.write_text('{"suite": "default"}', encoding="utf-8")
     assert cli.main(["compare", str(broken), head]) == 2
     assert capsys.readouterr().err == f"speedstats: error: {broken}: missing field 'cases'\n"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exited:
         cli.main(["compare", head, head, "--min-effect", "lots"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "speedstats compare: error: argument --min-effect: must be a percentage, got 'lots'")
 
 
 def test_render_with_a_baseline_keeps_the_block_first_then_the_table(tmp_path, capsys):
@@ -284,7 +287,7 @@ def test_cli_compare_and_render_baseline_on_real_smoke_suite_results(tmp_path, c
     assert all(line.startswith("speedstats: regression: ") for line in regressions)
 
     body = tmp_path / "body.md"
-    cli.main(["render", str(SMOKE_BASE), "--baseline", str(SMOKE_HEAD), "--out", str(body)])
+    assert cli.main(["render", str(SMOKE_BASE), "--baseline", str(SMOKE_HEAD), "--out", str(body)]) == 1
     plain = tmp_path / "plain.md"
-    cli.main(["render", str(SMOKE_BASE), "--out", str(plain)])
+    assert cli.main(["render", str(SMOKE_BASE), "--out", str(plain)]) == 0
     assert body.read_text(encoding="utf-8") == plain.read_text(encoding="utf-8") + "\n\n" + text

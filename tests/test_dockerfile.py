@@ -137,6 +137,7 @@ def test_the_nvidia_runtime_gives_the_gpus_and_leaves_the_driver_check_to_the_ru
     assert "NVIDIA_DISABLE_REQUIRE" not in env  # nothing to disable: no requirement is set
 
 
+@pytest.mark.lint
 def test_hadolint_passes():
     hadolint = shutil.which("hadolint", path=os.pathsep.join([str(Path(sys.executable).parent),
                                                                os.environ.get("PATH", "")]))
@@ -211,7 +212,7 @@ def test_entrypoint_is_the_projects_and_the_context_keeps_what_install_needs(ins
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
     # pip install -e . reads pyproject.toml and its readme; the entrypoint, templates and suites run.
-    for needed in ("pyproject.toml", "README.md", "src", "src/speedstats/templates", "src/speedstats/suites", "docker", "constraints.txt",
-                   "requirements"):
+    for needed in ("pyproject.toml", "README.md", "src", "templates", "src/speedstats/suites", "docker",
+                   "constraints.txt", "requirements"):
         assert needed not in ignored and (ROOT / needed).exists(), needed
     assert {".git", ".venv"} <= ignored

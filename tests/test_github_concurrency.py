@@ -37,7 +37,9 @@ def gh(fake_github):
     return fake_github(TOKEN)
 
 
-@pytest.mark.parametrize("round_", range(ROUNDS))
+# every scenario once in each tier; their repetitions only in the full suite
+@pytest.mark.parametrize("round_", [pytest.param(r, marks=pytest.mark.repeat if r >= len(SCENARIOS) else ())
+                                    for r in range(ROUNDS)])
 def test_two_concurrent_comment_processes_leave_one_comment(gh, tmp_path, round_):
     hold, two_commits, legacy = SCENARIOS[round_ % len(SCENARIOS)]
     number = 100 + round_

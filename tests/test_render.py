@@ -257,7 +257,7 @@ def test_a_user_template_folder_replaces_only_the_templates_it_holds(tmp_path, d
 
 
 def builtin_path(name):
-    return Path(__file__).parents[1] / "src" / "speedstats" / "templates" / name
+    return Path(__file__).parents[1] / "templates" / name
 
 
 def read_builtin(name):

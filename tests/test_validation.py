@@ -100,7 +100,8 @@ def test_impossible_results_are_refused_naming_the_field(text, message):
 def test_a_dataloader_case_may_have_no_workers_but_not_fewer():
     data = good()
     data["cases"][0].update(kind="swin_dataloader", num_workers=0, input_shape=None)
-    results_model.loads(json.dumps(data))
+    (case,) = results_model.loads(json.dumps(data)).cases
+    assert (case.kind, case.num_workers, case.input_shape) == ("swin_dataloader", 0, None)
     data["cases"][0]["num_workers"] = -1
     with pytest.raises(UserError, match=r"field 'num_workers' must be between 0 and"):
         results_model.loads(json.dumps(data))
@@ -110,7 +111,8 @@ def test_per_iter_s_may_differ_by_the_rounding_of_the_printed_figure():
     # 4340.5ms / 100 is 43.405ms, printed (and parsed back) as 43.4ms
     data = with_oneflow(total_s=4.3405, per_iter_s=0.0434, times=100, rounds_s=[])
     data["cases"][0]["times"] = 100
-    results_model.loads(json.dumps(data))
+    oneflow = results_model.loads(json.dumps(data)).cases[0].frameworks["oneflow"]
+    assert (oneflow.total_s, oneflow.per_iter_s, oneflow.times, oneflow.rounds_s) == (4.3405, 0.0434, 100, [])
 
 
 @pytest.mark.parametrize(("line", "message"), [
