@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from speedstats.analysis.paired import PairedVerdict
 from speedstats.errors import UserError
 
 SCHEMA = "speedstats/results/v1"
@@ -57,8 +58,8 @@ class CaseResult:
     finished_at: str | None = None
     error: str | None = None
     frameworks: dict[str, FrameworkResult] = field(default_factory=dict)
-    # With a baseline: head/base per round, and the verdict on them (see analysis.paired).
-    paired: dict | None = None
+    # With a baseline: head/base per round, the rule, its looks, and the verdict (see analysis.paired).
+    paired: PairedVerdict | None = None
     # A flagged case measured again in fresh processes: {"flags": [...], "status": "confirmed" | "cleared",
     # "rounds": total rounds judged}.
     confirmation: dict | None = None
@@ -262,7 +263,7 @@ def case_from_dict(data, where):
         finished_at=_field(data, "finished_at", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
         frameworks=frameworks,
-        paired=_field(data, "paired", (dict,), where, required=False),
+        paired=_paired(data, where),
         confirmation=_field(data, "confirmation", (dict,), where, required=False),
         mode=_field(data, "mode", (str,), where, required=False),
         model=_field(data, "model", (str,), where, required=False),
@@ -276,6 +277,20 @@ def case_from_dict(data, where):
     if case.num_workers is not None:
         check_count(case.num_workers, "num_workers", where, minimum=0)
     return case
+
+
+def _paired(data, where):
+    paired = _field(data, "paired", (dict,), where, required=False)
+    if paired is None:
+        return None
+    try:
+        return PairedVerdict.from_dict(paired)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{where}: field 'paired': {one_line_error(exc)}") from None
+
+
+def one_line_error(exc):
+    return " ".join(str(exc).split())[:200]
 
 
 def results_from_dict(data, where="results"):

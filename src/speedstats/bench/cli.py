@@ -271,6 +271,7 @@ def report(results, suite, out, args, bundle_identity=None):
     set_output("verdict", "pass" if rendered.passed else "fail")
     set_output("score", str(rendered.score))
     set_output("regressions", str(regressions))
+    set_output("likely-regressions", str(len(rendered.likely_regressions)))
     set_output("results", str(results_path))
     set_output("comment-file", str(comment_path))
     if bundle_identity is not None:
@@ -285,6 +286,8 @@ def report(results, suite, out, args, bundle_identity=None):
     _progress(f"speedstats: wrote {results_path} and {comment_path}; score {rendered.score}, "
               f"verdict {'pass' if rendered.passed else 'fail'}"
               + (f"; slower than the base build: {', '.join(rendered.regressions)}" if regressions else "")
+              + (f"; likely slower, not confirmed (the step does not fail on it): "
+                 f"{', '.join(rendered.likely_regressions)}" if rendered.likely_regressions else "")
               + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
     if failed:
         return EXIT_CASE_FAILED

@@ -7,6 +7,7 @@ started by a launcher (which owns the ranks' stdin and stdout) is steered the sa
 
     worker (rank 0) writes ready.json      after setup and warm-up
     runner writes      go-K                to start timed round K (every rank waits for it)
+    runner writes      stop                instead of go-K: no more rounds (spec rounds is a maximum)
     worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
     worker (rank 0) writes done.json       after the last round: peak memory
     any rank writes    error-RANK.json     on failure, then exits non-zero
@@ -43,11 +44,16 @@ def _write_json(path, data):
     os.replace(tmp, path)
 
 
-def _wait_for(path, deadline):
-    while not path.exists():
+def _wait_for_round(control, k, deadline):
+    """True once round k may start (go-K), False when the runner asks for no more rounds (stop)."""
+    go, stop = control / f"go-{k}", control / "stop"
+    while not go.exists():
+        if stop.exists():
+            return False
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path.name} from the runner before the case timeout")
+            raise TimeoutError(f"no {go.name} from the runner before the case timeout")
         time.sleep(POLL_S)
+    return True
 
 
 class Framework:
@@ -407,8 +413,9 @@ def main(argv=None):
         if rank == 0:
             _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid(),
                                                  "imported": imported_framework(spec["framework"])})
-        for k in range(spec["rounds"]):
-            _wait_for(control / f"go-{k}", deadline)
+        for k in range(spec["rounds"]):  # at most: the runner may end the rounds early (a stop file)
+            if not _wait_for_round(control, k, deadline):
+                break
             fw.barrier()
             started_unix = time.time()
             start = time.perf_counter()
