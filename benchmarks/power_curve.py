@@ -165,7 +165,8 @@ def main(argv=None):
             for name, (head, base, _) in plan.items():
                 runs[name].append(one_run(work, cache, head, base))
                 r = runs[name][-1]
-                print(f"run {k + 1}/{args.runs} {name}: {r['outcome']} ratio {r['ratio']} rounds {r['rounds']} "
+                print(f"run {k + 1}/{args.runs} {name}: {r['outcome']} ratio {r['ratio']} "
+                      f"rounds {r['rounds']} "
                       f"({r['stopped']}) wall {r['wall_s']:.1f}s", file=sys.stderr, flush=True)
         for k in range(args.runs, args.head_only_runs):
             head_only.append(one_run(work, cache, plain))
@@ -175,7 +176,8 @@ def main(argv=None):
     load = os.getloadavg()
     print(f"the benchmark took {(time.monotonic() - began) / 60:.1f} min; load average at the end "
           f"{load[0]:.2f} (1 min), {load[2]:.2f} (15 min)")
-    print("reproduce: python " + " ".join(shlex.quote(a) for a in ["benchmarks/power_curve.py", *sys.argv[1:]]))
+    command = ["benchmarks/power_curve.py", *sys.argv[1:]]
+    print("reproduce: python " + " ".join(shlex.quote(a) for a in command))
     if args.json:
         args.json.write_text(json.dumps({"runs": runs, "head_only": head_only, "summary": summary,
                                          "head_only_wall_s": base_wall}, indent=2) + "\n")

@@ -50,8 +50,8 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
     round_s = iterations * (head_step + ONEFLOW_STEP_S) + 2 * ROUND_OVERHEAD_S
     # The first measurement: the head-only case plus a base worker and its rounds (and the head's
     # iterations at its own speed: the head-only reference is the base build).
-    first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * (ONEFLOW_STEP_S + change
-               * ONEFLOW_STEP_S) + rule.first_rounds * ROUND_OVERHEAD_S)
+    first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * head_step
+               + rule.first_rounds * ROUND_OVERHEAD_S)
     budget_s = min(rule.max_extra_s, rule.extra_factor * first_s)
     extra_s = 0.0
     while rounds.action != paired.DONE:
@@ -79,7 +79,9 @@ def evaluate(rule, trials, seed, changes=CHANGES, **model):
         outcomes, rounds, walls, stops = {}, [], [], {}
         for _ in range(trials):
             verdict, n, wall, _ = simulate(change, rule, rng, **model)
-            key = verdict.leaning if verdict.verdict == stats.INCONCLUSIVE and verdict.leaning else verdict.verdict
+            key = verdict.verdict
+            if key == stats.INCONCLUSIVE and verdict.leaning:
+                key = verdict.leaning
             outcomes[key] = outcomes.get(key, 0) + 1
             stops[verdict.stopped] = stops.get(verdict.stopped, 0) + 1
             rounds.append(n)
@@ -117,17 +119,19 @@ def main(argv=None):
     table = evaluate(rule, args.trials, args.seed, **model)
     print(f"rule: {json.dumps(rule.to_dict())}")
     print(f"model: {json.dumps(model)}; {args.trials} trials per change, seed {args.seed}")
-    print("| true change | regression | likely slower | inconclusive | no change | likely faster | improvement "
-          "| rounds median (max) | wall vs head-only median (max) |")
+    print("| true change | regression | likely slower | inconclusive | no change | likely faster "
+          "| improvement | rounds median (max) | wall vs head-only median (max) |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in table:
         def share(key, row=row):
             return f"{100 * row['outcomes'].get(key, 0) / row['trials']:.1f}%"
         print(f"| {row['change'] * 100:+.0f}% | {share('regression')} | {share('likely slower')} "
-              f"| {share('inconclusive')} | {share('no change')} | {share('likely faster')} | {share('improvement')} "
-              f"| {row['rounds_median']:g} ({row['rounds_max']}) | {row['wall_median']:.2f}x ({row['wall_max']:.2f}x) |")
+              f"| {share('inconclusive')} | {share('no change')} | {share('likely faster')} "
+              f"| {share('improvement')} | {row['rounds_median']:g} ({row['rounds_max']}) "
+              f"| {row['wall_median']:.2f}x ({row['wall_max']:.2f}x) |")
     if args.json:
-        args.json.write_text(json.dumps({"rule": rule.to_dict(), "model": model, "table": table}, indent=2) + "\n")
+        data = {"rule": rule.to_dict(), "model": model, "table": table}
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
 

@@ -184,8 +184,8 @@ def slowdown_oneflow_wheel(percent, cache=DEFAULT_CACHE, python=sys.executable):
     if not isinstance(percent, int) or not 1 <= percent <= 200:
         raise ValueError(f"percent must be an integer from 1 to 200, got {percent!r}")
     forward = _SHARED_CONV2D_FORWARD.format(percent=percent, extra=extra_forward_share(percent))
-    return _repack(cache, f"slow{percent}", f"slow{percent}", lambda root: _edit_conv2d_forward(root, forward),
-                   python)
+    name = f"slow{percent}"
+    return _repack(cache, name, name, lambda root: _edit_conv2d_forward(root, forward), python)
 
 
 def slow_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):

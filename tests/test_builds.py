@@ -389,7 +389,8 @@ def test_the_slowdown_build_edits_only_conv2d_forward_with_its_share(tmp_path):
     conv = tmp_path / "oneflow" / "nn" / "modules" / "conv.py"
     conv.parent.mkdir(parents=True)
     conv.write_text(original)
-    forward = oneflow_builds._SHARED_CONV2D_FORWARD.format(percent=15, extra=oneflow_builds.extra_forward_share(15))
+    share = oneflow_builds.extra_forward_share(15)
+    forward = oneflow_builds._SHARED_CONV2D_FORWARD.format(percent=15, extra=share)
     oneflow_builds._edit_conv2d_forward(tmp_path, forward)
     edited = conv.read_text()
     compile(edited, str(conv), "exec")

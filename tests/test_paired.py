@@ -105,7 +105,8 @@ def test_the_rule_adds_rounds_while_the_interval_straddles_the_band():
     rounds, _ = drive(ratios, rule)
     verdict = rounds.verdict()
     assert [look["rounds"] for look in verdict.looks] == rule.looks[:len(verdict.looks)]
-    assert len(verdict.looks) > 1 and all(look["verdict"] == stats.INCONCLUSIVE for look in verdict.looks[:-1])
+    assert len(verdict.looks) > 1
+    assert all(look["verdict"] == stats.INCONCLUSIVE for look in verdict.looks[:-1])
     assert verdict.rounds == verdict.looks[-1]["rounds"]
 
 
@@ -178,7 +179,7 @@ def test_rule_fields_are_checked_by_name():
     assert SequentialRule.from_dict({"max_rounds": 60}).looks == [10, 20, 30, 40, 50, 60]
     assert SequentialRule.from_dict({"max_rounds": 25}).looks == [10, 20, 25]
     for bad, message in (({"max_round": 3}, "unknown field 'max_round'"),
-                         ({"max_rounds": 5}, r"head_vs_base.max_rounds: must be at least first_rounds, got 5"),
+                         ({"max_rounds": 5}, r"max_rounds: must be at least first_rounds, got 5"),
                          ({"first_rounds": 2.5}, "first_rounds: must be an integer"),
                          ({"confidence": True}, "confidence: must be a number")):
         with pytest.raises(ValueError, match=message):

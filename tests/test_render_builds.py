@@ -65,15 +65,16 @@ def case(case_id, batch, ratios=SLOWER, pytorch=PYTORCH, rule=DEFAULT_RULE):
 @pytest.fixture
 def run():
     cases = [case("resnet50-bs2", 2), case("resnet50-bs1", 1, SAME, PYTORCH_UNSTEADY)]
-    cases[0].confirmation = {"flags": ["resnet50-bs2: relative speed 0.20 is below 0.25"], "status": "confirmed"}
+    cases[0].confirmation = {"flags": ["resnet50-bs2: relative speed 0.20 is below 0.25"],
+                             "status": "confirmed"}
     cases[1].confirmation = {"flags": ["resnet50-bs1: relative speed 0.20 is below 0.25"], "status": "cleared"}
     return Results(suite="smoke", device="cpu", gpu_name="CPU", cases=cases, builds=BUILDS)
 
 
 HEADER = """\
-Against the base build, measured in the same run, in alternating rounds. Base: its median time per iteration; \
-Head: the base times the change. The change is the 10% trimmed mean of the per-round ratios head/base, with its \
-95% interval; rounds were added while that interval straddled the band of \u00b14% (at most 40 rounds). \
+Against the base build, measured in the same run, in alternating rounds. Base: its median time per \
+iteration; Head: the base times the change. The change is the 10% trimmed mean of the per-round ratios \
+head/base, with its 95% interval; rounds were added while that interval straddled the band of \u00b14% (at most 40 rounds). \
 Regression or improvement: the whole interval beyond the band; no change: the whole interval inside it; \
 otherwise inconclusive. PyTorch is the control, its first rounds against its last: steady only when that \
 interval lies inside the band.
@@ -83,7 +84,8 @@ interval lies inside the band.
 """
 BUILDS_LINE = """\
 Builds: head OneFlow 0.9.0+slow (git 381b12c, """ + WHEEL + """ sha256 abababababab) with flowvision 0.2.1; \
-base OneFlow 0.9.0 (git 381b12c, installed); PyTorch 2.14.1 (git deadbeefcafe, torch==2.14.1) with torchvision 0.29.1"""
+base OneFlow 0.9.0 (git 381b12c, installed); PyTorch 2.14.1 (git deadbeefcafe, torch==2.14.1) with \
+torchvision 0.29.1"""
 
 EXPECTED_NOTES = HEADER + """\
 | resnet50-bs2 OneFlow | 260.0ms | 313.3ms | +20.5% (+18.8% to +22.2%) | \u274c regression after 10 rounds |
@@ -102,24 +104,26 @@ def test_the_block_stays_exact_and_the_notes_follow_it(run):
     block, notes = rendered.body.split("\n\n</details>\n\n")
     assert block.endswith(" ``` ") and "OneFlow resnet50 time: 310.0ms (= 3100.0ms / 10" in block
     assert notes == EXPECTED_NOTES
-    assert not rendered.passed and rendered.regressions == ["resnet50-bs2"] and rendered.likely_regressions == []
+    assert not rendered.passed and rendered.regressions == ["resnet50-bs2"]
+    assert rendered.likely_regressions == []
     assert "resnet50-bs2: OneFlow +20.5% against the base build" in rendered.reasons
 
 
 def test_an_improvement_and_a_likely_slowdown_that_the_rounds_could_not_confirm():
-    cases = [case("resnet50-bs2", 2, FASTER), case("resnet50-bs1", 1, UNCLEAR, rule=SequentialRule(max_rounds=10))]
+    cases = [case("resnet50-bs2", 2, FASTER),
+             case("resnet50-bs1", 1, UNCLEAR, rule=SequentialRule(max_rounds=10))]
     rendered = render_speed_stats(Results(suite="smoke", device="cpu", gpu_name="CPU", cases=cases,
                                           builds=BUILDS), None)
     notes = rendered.body.split("\n\n</details>\n\n")[1]
     assert notes == HEADER + """\
 | resnet50-bs2 OneFlow | 260.0ms | 221.3ms | -14.9% (-15.7% to -14.0%) | improvement after 10 rounds |
 | resnet50-bs2 PyTorch (control) | 180.0ms | 179.6ms | -0.2% (-1.0% to +0.6%) | steady |
-| resnet50-bs1 OneFlow | 260.0ms | 287.3ms | +10.5% (-0.2% to +22.3%) | \u26a0\ufe0f likely slower, not confirmed after \
-10 rounds |
+| resnet50-bs1 OneFlow | 260.0ms | 287.3ms | +10.5% (-0.2% to +22.3%) | \u26a0\ufe0f likely slower, \
+not confirmed after 10 rounds |
 | resnet50-bs1 PyTorch (control) | 180.0ms | 179.6ms | -0.2% (-1.0% to +0.6%) | steady |
 
-\u26a0\ufe0f Not confirmed: resnet50-bs1 OneFlow is likely slower, +10.5% (-0.2% to +22.3%), not confirmed after 10 \
-rounds. The step does not fail on it; measure again on a quieter machine to settle it.
+\u26a0\ufe0f Not confirmed: resnet50-bs1 OneFlow is likely slower, +10.5% (-0.2% to +22.3%), not confirmed \
+after 10 rounds. The step does not fail on it; measure again on a quieter machine to settle it.
 
 """ + BUILDS_LINE
     # Likely slower is not a confirmed regression: the step passes, and says so in its own output.

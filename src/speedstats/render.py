@@ -272,7 +272,8 @@ def notes_context(results, verdict=None):
             confirmed.append(entry)
         elif status == "cleared":
             cleared.append(entry)
-    likely = [row for row in rows if row["verdict"] == "inconclusive" and row["leaning"] == verdicts.LIKELY_SLOWER]
+    likely = [row for row in rows
+              if row["verdict"] == "inconclusive" and row["leaning"] == verdicts.LIKELY_SLOWER]
     roles = [r for r in ROLE_LABELS if r in results.builds]
     builds = [{"role": ROLE_LABELS[r] if with_base or r != "oneflow" else "", "text": build_text(results.builds[r])}
               for r in roles]

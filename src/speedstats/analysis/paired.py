@@ -56,7 +56,8 @@ class SequentialRule:
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
     extra_factor: float = 0.7  # rounds after the first look: at most this share of the first's wall time
     max_extra_s: float = 600.0  # ... and at most this many seconds
-    single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD  # below 3 rounds (results of old runs)
+    # The plain percentage below 3 rounds (results of old runs).
+    single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
 
     @property
     def looks(self):
@@ -89,7 +90,8 @@ class SequentialRule:
         """A rule from a mapping of some of its fields (the suite's or a results file's); a ValueError
         names the field that is wrong."""
         if not isinstance(data, dict):
-            raise ValueError(f"{where}: must be a mapping")  # noqa: TRY004 - a ValueError is what callers catch
+            # A ValueError, as for every other field: it is what callers turn into their one-line error.
+            raise ValueError(f"{where}: must be a mapping")  # noqa: TRY004
         known = {f.name: f for f in fields(cls)}
         values = {}
         for key, value in data.items():
@@ -100,7 +102,8 @@ class SequentialRule:
             integer = known[key].type == "int"
             if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
                     or not math.isfinite(value):
-                raise ValueError(f"{where}.{key}: must be {'an integer' if integer else 'a number'}, got {value!r}")
+                kind = "an integer" if integer else "a number"
+                raise ValueError(f"{where}.{key}: must be {kind}, got {value!r}")
             values[key] = value
         rule = cls(**values)
         rule.check(where)
@@ -218,7 +221,8 @@ class PairedVerdict:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if values.get("verdict") not in stats.VERDICTS:
-            raise ValueError(f"verdict must be one of {', '.join(stats.VERDICTS)}, got {values.get('verdict')!r}")
+            known_verdicts = ", ".join(stats.VERDICTS)
+            raise ValueError(f"verdict must be one of {known_verdicts}, got {values.get('verdict')!r}")
         return cls(**values)
 
 
@@ -361,9 +365,11 @@ class Rounds:
         if not result.stop:
             self._next = self._next_after(len(self.ratios))
             return
-        if result.verdict == stats.REGRESSION and self.confirm and not self.confirming and reason != TIME_BUDGET:
+        confirm = self.confirm and not self.confirming and reason != TIME_BUDGET
+        if result.verdict == stats.REGRESSION and confirm:
             self.stages.append(0)
-            self._next = self.rule.next_look(len(self.ratios), at_least=len(self.ratios) + self.rule.confirm_rounds)
+            rounds = len(self.ratios)
+            self._next = self.rule.next_look(rounds, at_least=rounds + self.rule.confirm_rounds)
             self.action = CONFIRM
             return
         self.action, self.stopped = DONE, result.stopped

@@ -143,7 +143,8 @@ def trimmed_mean(values: Sequence[float], trim: float = DEFAULT_TRIM) -> Trimmed
     return TrimmedMean(n=n, cut=cut, mean=sum(inner) / kept, se=se, df=kept - 1)
 
 
-def trimmed_difference(first: Sequence[float], second: Sequence[float], trim: float = DEFAULT_TRIM) -> TrimmedMean:
+def trimmed_difference(first: Sequence[float], second: Sequence[float],
+                       trim: float = DEFAULT_TRIM) -> TrimmedMean:
     """Yuen's two-sample comparison: trimmed mean of second minus that of first, se and Welch's df."""
     a, b = trimmed_mean(first, trim), trimmed_mean(second, trim)
     var_a, var_b = a.se ** 2, b.se ** 2

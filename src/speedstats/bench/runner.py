@@ -486,7 +486,8 @@ class SuiteRunner:
                 if any(states[role].error for role in PAIR):
                     break
                 if sequence.action == paired_analysis.CONFIRM:
-                    self.progress(f"{prefix}   head vs base: a regression after {len(sequence.ratios)} rounds: "
+                    self.progress(f"{prefix}   head vs base: a regression after {len(sequence.ratios)} rounds:"
+                                  " "
                                   "measuring again in fresh processes")
                     for role in PAIR:
                         earlier[role].extend(states[role].rounds)
@@ -514,7 +515,8 @@ class SuiteRunner:
                             self._finish(states[role], prefix)
             if sequence.action != paired_analysis.DONE:
                 sequence.stop_now()
-            self.progress(f"{prefix}   head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
+            self.progress(f"{prefix}   head vs base: {len(sequence.ratios)} rounds, "
+                          f"stopped ({sequence.stopped})")
             for role in self.contenders:
                 state = states[role]
                 if state.memory or state.error:
