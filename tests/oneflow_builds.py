@@ -4,6 +4,10 @@
 - repacked_oneflow_wheel: the same code under the local version 0.9.0+<local>.
 - slow_oneflow_wheel: 0.9.0+slow, whose Conv2d computes each forward convolution again and discards
   it (twice for kernels larger than 1x1), so a ResNet50 training step does proportionally more work.
+- slowdown_oneflow_wheel(percent): 0.9.0+slowPERCENT, a slowdown you can set: each Conv2d forward also
+  computes, and discards, the convolution with a share of its filters, so the extra work is
+  proportional to the step (no sleep). The share is percent / PERCENT_PER_EXTRA_FORWARD of a whole
+  forward convolution: a nominal figure, which benchmarks/power_curve.py measures.
 
 Each is made once into <repo>/.cache/test-builds/ (ignored by git): work happens in a temporary
 folder that is renamed into place when finished, under a file lock, so a finished folder is always
@@ -35,6 +39,26 @@ _SLOW_CONV2D_FORWARD = (
     "        with flow.no_grad():\n"
     "            for _ in range(1 if tuple(self.kernel_size) == (1, 1) else 2):\n"
     "                self._conv_forward(x, self.weight, self.bias)\n"
+    "        return self._conv_forward(x, self.weight, self.bias)\n"
+)
+
+
+# One more whole forward convolution in every Conv2d makes a ResNet50 training step about this many
+# percent slower on the CPU at batch 2, 3x64x64 (0.9.0+slow's 2 extra for 3x3 and 1 for 1x1 kernels
+# measured +24 to +37%; a forward is about a third of a step, and 3x3 kernels most of its work).
+PERCENT_PER_EXTRA_FORWARD = 20.0
+_SHARED_CONV2D_FORWARD = (
+    "    def forward(self, x):\n"
+    "        # Test build 0.9.0+slow{percent}: a share of the convolution ({extra:g} of a whole one) is\n"
+    "        # computed again and discarded, so the step does proportionally more work.\n"
+    "        with flow.no_grad():\n"
+    "            extra = {extra!r}\n"
+    "            while extra > 1e-9:\n"
+    "                share = min(extra, 1.0)\n"
+    "                filters = self.weight.shape[0]\n"
+    "                kept = filters if self.groups != 1 else max(1, int(round(share * filters)))\n"
+    "                self._conv_forward(x, self.weight[:kept], None)\n"
+    "                extra -= share\n"
     "        return self._conv_forward(x, self.weight, self.bias)\n"
 )
 
@@ -138,6 +162,30 @@ def _slow_conv2d(root):
     at = text.index(_CONV2D_FORWARD, start)
     assert at < text.index("\nclass Conv3d(")
     conv.write_text(text[:at] + _SLOW_CONV2D_FORWARD + text[at + len(_CONV2D_FORWARD):])
+
+
+def _edit_conv2d_forward(root, forward):
+    conv = root / "oneflow" / "nn" / "modules" / "conv.py"
+    text = conv.read_text()
+    start = text.index("\nclass Conv2d(")
+    at = text.index(_CONV2D_FORWARD, start)
+    assert at < text.index("\nclass Conv3d(")
+    conv.write_text(text[:at] + forward + text[at + len(_CONV2D_FORWARD):])
+
+
+def extra_forward_share(percent):
+    """The share of a whole forward convolution each Conv2d computes again for a nominal slowdown."""
+    return round(percent / PERCENT_PER_EXTRA_FORWARD, 4)
+
+
+def slowdown_oneflow_wheel(percent, cache=DEFAULT_CACHE, python=sys.executable):
+    """0.9.0+slowPERCENT: every Conv2d forward also computes a share of its convolution again and
+    discards it, for a nominal slowdown of `percent` (an integer, 1 to 200) of a ResNet50 step."""
+    if not isinstance(percent, int) or not 1 <= percent <= 200:
+        raise ValueError(f"percent must be an integer from 1 to 200, got {percent!r}")
+    forward = _SHARED_CONV2D_FORWARD.format(percent=percent, extra=extra_forward_share(percent))
+    name = f"slow{percent}"
+    return _repack(cache, name, name, lambda root: _edit_conv2d_forward(root, forward), python)
 
 
 def slow_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):

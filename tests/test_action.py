@@ -154,8 +154,8 @@ def test_entrypoint_knows_every_input_with_the_same_default():
 
 
 def test_outputs_are_the_ones_the_commands_set():
-    assert set(action()["outputs"]) == {"verdict", "score", "regressions", "results", "comment-file",
-                                        "comment-url", "baseline-path"}
+    assert set(action()["outputs"]) == {"verdict", "score", "regressions", "likely-regressions", "results",
+                                        "comment-file", "comment-url", "baseline-path"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------

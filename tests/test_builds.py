@@ -388,3 +388,26 @@ def test_the_slow_build_edits_only_conv2d_forward(tmp_path):
     conv2d = edited[edited.index("\nclass Conv2d("):edited.index("\nclass Conv3d(")]
     assert oneflow_builds._SLOW_CONV2D_FORWARD in conv2d
     assert edited.replace(oneflow_builds._SLOW_CONV2D_FORWARD, oneflow_builds._CONV2D_FORWARD) == original
+
+
+def test_the_slowdown_build_edits_only_conv2d_forward_with_its_share(tmp_path):
+    import importlib.util
+
+    import oneflow_builds
+
+    spec = importlib.util.find_spec("oneflow")
+    original = (Path(spec.origin).parent / "nn" / "modules" / "conv.py").read_text()
+    conv = tmp_path / "oneflow" / "nn" / "modules" / "conv.py"
+    conv.parent.mkdir(parents=True)
+    conv.write_text(original)
+    share = oneflow_builds.extra_forward_share(15)
+    forward = oneflow_builds._SHARED_CONV2D_FORWARD.format(percent=15, extra=share)
+    oneflow_builds._edit_conv2d_forward(tmp_path, forward)
+    edited = conv.read_text()
+    compile(edited, str(conv), "exec")
+    assert "extra = 0.75\n" in forward and "0.9.0+slow15" in forward
+    conv2d = edited[edited.index("\nclass Conv2d("):edited.index("\nclass Conv3d(")]
+    assert forward in conv2d and edited.replace(forward, oneflow_builds._CONV2D_FORWARD) == original
+    assert oneflow_builds.extra_forward_share(25) == 1.25
+    with pytest.raises(ValueError, match="percent must be an integer from 1 to 200"):
+        oneflow_builds.slowdown_oneflow_wheel(0)

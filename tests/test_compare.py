@@ -10,7 +10,7 @@ from speedstats import cli
 from speedstats import results as results_model
 from speedstats.analysis import stats
 from speedstats.analysis.compare import compare_results
-from speedstats.render import render_baseline_table
+from speedstats.render import baseline_table_context, render_baseline_table
 from speedstats.results import CaseResult, FrameworkResult, Results
 
 
@@ -37,7 +37,7 @@ def run(cases, gpu_name="NVIDIA GeForce RTX 3080 Ti", device="cuda"):
     return Results(suite="default", device=device, gpu_name=gpu_name, cases=cases)
 
 
-# Rounds that are all equal make the bootstrap interval collapse onto the ratio: exact, seed-free bytes.
+# Rounds that are all equal make the interval collapse onto the ratio: exact bytes.
 BASE = run([
     resnet("resnet50-bs16", [0.040] * 5, [0.057] * 5),
     resnet("resnet50-bs8", [0.026] * 5, [0.038] * 5, batch_size=8),
@@ -52,10 +52,12 @@ HEAD = run([
 ])
 
 EXPECTED_TABLE = (
-    "Against the base run: median time per iteration, head vs base. A regression is a slowdown whose "
-    "whole 95% interval lies above +4%.\n"
+    "Against the base run, the two runs' rounds compared as unpaired samples. Base: its median time per "
+    "iteration; Head: the base times the change. The change is the ratio of the 10% trimmed means of the "
+    "rounds' log times, with Yuen's 95% interval. Regression or improvement: the whole interval beyond the "
+    "band of \u00b14%; no change: the whole interval inside it; otherwise inconclusive.\n"
     "\n"
-    "| Case | Base | Head | Change (95% interval) | Verdict |\n"
+    "| Case | Base | Head (base \u00d7 change) | Change (95% interval) | Verdict |\n"
     "| --- | ---: | ---: | --- | --- |\n"
     "| resnet50-bs16 OneFlow | 40.0ms | 46.0ms | +15.0% (+15.0% to +15.0%) | ❌ regression |\n"
     "| resnet50-bs16 PyTorch | 57.0ms | 57.0ms | +0.0% (+0.0% to +0.0%) | no change |\n"
@@ -98,7 +100,7 @@ def test_noisy_rounds_give_an_interval_around_the_change():
     row = compare_results(base, head).rows[0]
     c = row.comparison
     assert c.verdict == stats.REGRESSION
-    assert c.ratio == pytest.approx(0.120 / 0.100)
+    assert c.ratio == pytest.approx(0.120 / 0.100, rel=1e-3)
     assert 1.04 < c.low < c.ratio < c.high < 1.26
     assert compare_results(base, head).rows[0].comparison == c  # seeded: the same verdict every time
 
@@ -178,10 +180,29 @@ def test_cli_json_format(tmp_path, capsys):
     first = data["rows"][0]
     assert first["case"] == "resnet50-bs16" and first["framework"] == "oneflow"
     assert first["verdict"] == "no change"
-    assert first["base_s"] == 0.040 and first["head_s"] == 0.046
+    assert first["base_s"] == 0.040 and first["head_s"] == pytest.approx(0.046)
     assert first["change"] == pytest.approx(0.15) and first["low"] == pytest.approx(1.15)
     assert (first["base_rounds"], first["head_rounds"], first["noise_estimate"]) == (5, 5, True)
     assert data["head"]["gpu_name"] == "NVIDIA GeForce RTX 3080 Ti"
+
+
+def test_the_four_words_between_two_stored_runs():
+    def row(base_rounds, head_rounds):
+        base = run([resnet("resnet50-bs16", base_rounds, [0.057] * 5)])
+        head = run([resnet("resnet50-bs16", head_rounds, [0.057] * 5)])
+        return baseline_table_context(compare_results(base, head))["rows"][0]
+
+    noisy = [0.040, 0.046, 0.037, 0.044, 0.041]
+    likely = row(noisy, [x * 1.08 for x in reversed(noisy)])
+    assert (likely["verdict"], likely["text"]) == ("inconclusive", "likely slower, not confirmed")
+    assert likely["low"] < 4 < likely["change"] < likely["high"]
+    unclear = row(noisy, list(reversed(noisy)))
+    assert (unclear["verdict"], unclear["text"]) == ("inconclusive", "inconclusive")
+    same = row([0.040, 0.0401, 0.0399, 0.040, 0.0402], [0.0402, 0.040, 0.0401, 0.0399, 0.040])
+    assert (same["verdict"], same["text"]) == ("no change", "no change")
+    assert -4 < same["low"] < same["high"] < 4
+    # The head shown is the base times the change, so the columns agree with the change beside them.
+    assert likely["head"] == f"{0.041 * (1 + likely['change'] / 100) * 1000:.1f}ms"
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
@@ -257,10 +278,12 @@ def test_compare_on_real_smoke_suite_results():
         c = row.comparison
         base_fw = next(x for x in base.cases if x.id == row.case_id).frameworks[row.framework]
         head_fw = next(x for x in head.cases if x.id == row.case_id).frameworks[row.framework]
-        assert (c.base_s, c.head_s) == (base_fw.per_iter_s, head_fw.per_iter_s)  # the printed medians
+        assert c.base_s == base_fw.per_iter_s  # the printed median; the head is the base times the change
+        assert c.head_s == pytest.approx(c.base_s * c.ratio) and head_fw.per_iter_s
         assert (c.base_rounds, c.head_rounds) == (5, 5) and c.noise_estimate
         assert c.low <= c.ratio <= c.high
-        expected = (stats.REGRESSION if c.low > 1.04 else stats.IMPROVEMENT if c.high < 0.96 else stats.NO_CHANGE)
+        expected = (stats.REGRESSION if c.low > 1.04 else stats.IMPROVEMENT if c.high < 0.96
+                    else stats.NO_CHANGE if 0.96 <= c.low and c.high <= 1.04 else stats.INCONCLUSIVE)
         assert c.verdict == expected
     # The head run happened to be faster; the other way round the same cases are regressions.
     assert report.regressions == []
@@ -270,7 +293,8 @@ def test_compare_on_real_smoke_suite_results():
     } != set()
     # Against itself a run never changes, however noisy its rounds.
     itself = compare_results(base, base)
-    assert {r.comparison.verdict for r in itself.rows} == {stats.NO_CHANGE}
+    assert {r.comparison.verdict for r in itself.rows} <= {stats.NO_CHANGE, stats.INCONCLUSIVE}
+    assert all(r.comparison.ratio == pytest.approx(1.0) for r in itself.rows)
     assert all(r.comparison.low <= 1.0 <= r.comparison.high for r in itself.rows)
 
 
@@ -280,7 +304,8 @@ def test_cli_compare_and_render_baseline_on_real_smoke_suite_results(tmp_path, c
     regressions = capsys.readouterr().err.splitlines()
     text = table.read_text(encoding="utf-8")
     lines = text.split("\n")
-    assert lines[2:4] == ["| Case | Base | Head | Change (95% interval) | Verdict |", "| --- | ---: | ---: | --- | --- |"]
+    assert lines[2:4] == ["| Case | Base | Head (base \u00d7 change) | Change (95% interval) | Verdict |",
+                          "| --- | ---: | ---: | --- | --- |"]
     assert len(lines) == 4 + 10 and not text.endswith("\n")
     flagged = [line for line in lines if line.endswith("| ❌ regression |")]
     assert len(flagged) == len(regressions) > 0

@@ -1,17 +1,38 @@
-"""Head against base in one run: per-round ratios, their interval, the control, the round plan."""
+"""Head against base in one run: per-round ratios, the sequential rule, its budget, the control, the plan."""
+
+import math
+import random
 
 import pytest
 
 from speedstats.analysis import paired, stats
-from speedstats.bench.runner import BASELINE_ROUNDS, RoundPlan, round_order
+from speedstats.analysis.paired import CONFIRM, DONE, MORE, PairedVerdict, Rounds, SequentialRule
+from speedstats.bench.runner import RoundPlan, case_flags, round_order
 from speedstats.suite import load_suite
+
+
+def noisy_ratios(change, count, seed, sd=0.106):
+    rng = random.Random(seed)
+    return [math.exp(math.log1p(change) + rng.gauss(0, sd)) for _ in range(count)]
+
+
+def drive(ratios, rule=paired.DEFAULT_RULE, confirm=True):
+    """Feed ratios to the rule until it is done or they run out; the Rounds and the actions seen."""
+    rounds, actions = Rounds(rule, confirm=confirm), []
+    for ratio in ratios:
+        if rounds.action == DONE:
+            break
+        rounds.add(ratio)
+        actions.append(rounds.action)
+    return rounds, actions
 
 
 def test_the_same_build_twice_is_no_change():
     rounds = [0.30, 0.33, 0.29, 0.31, 0.35]
     verdict = paired.judge_paired(rounds, list(rounds))
-    assert verdict["ratios"] == [1.0] * 5 and verdict["ratio"] == 1.0
-    assert verdict["verdict"] == stats.NO_CHANGE and verdict["low"] == verdict["high"] == 1.0
+    assert verdict.ratios == [1.0] * 5 and verdict.ratio == 1.0
+    assert verdict.verdict == stats.NO_CHANGE and verdict.low == verdict.high == 1.0
+    assert verdict.stopped == paired.SHOWN and verdict.rule == paired.DEFAULT_RULE.to_dict()
 
 
 def test_drift_during_the_run_cancels_in_the_ratios():
@@ -19,68 +40,178 @@ def test_drift_during_the_run_cancels_in_the_ratios():
     base = [0.25 * (1 + 0.1 * k) for k in range(5)]
     head = [b * 1.2 for b in base]
     verdict = paired.judge_paired(head, base)
-    assert verdict["verdict"] == stats.REGRESSION
-    assert verdict["low"] == pytest.approx(1.2) and verdict["high"] == pytest.approx(1.2)
-    # Compared as two unpaired samples, the same figures say nothing.
-    assert stats.compare_rounds(base, head).verdict == stats.NO_CHANGE
+    assert verdict.verdict == stats.REGRESSION
+    assert verdict.low == pytest.approx(1.2) and verdict.high == pytest.approx(1.2)
+    # Compared as two unpaired samples, the same figures show nothing either way.
+    assert stats.compare_rounds(base, head).verdict == stats.INCONCLUSIVE
 
 
-def test_a_small_slowdown_within_min_effect_is_no_change():
-    base = [0.25, 0.26, 0.25, 0.27, 0.25]
-    head = [b * 1.03 for b in base]
-    assert paired.judge_paired(head, base)["verdict"] == stats.NO_CHANGE
+def test_a_small_slowdown_within_min_effect_is_no_change_only_when_the_interval_is_inside_the_band():
+    base = [0.25, 0.26, 0.25, 0.27, 0.25, 0.26]
+    assert paired.judge_paired([b * 1.03 for b in base], base).verdict == stats.NO_CHANGE
+    head = [b * f for b, f in zip(base, (1.03, 0.99, 1.06, 1.01, 1.08, 1.0))]
+    verdict = paired.judge_paired(head, base)
+    assert verdict.high > 1.04 and verdict.verdict == stats.INCONCLUSIVE and verdict.leaning is None
 
 
-def test_noise_that_straddles_the_threshold_is_not_a_regression():
+def test_noise_that_straddles_the_threshold_is_inconclusive_and_likely_slower():
     base = [1.0] * 6
     head = [1.20, 0.98, 1.15, 1.01, 1.25, 0.99]
     verdict = paired.judge_paired(head, base)
-    assert verdict["low"] < 1 + stats.DEFAULT_MIN_EFFECT < verdict["high"]
-    assert verdict["verdict"] == stats.NO_CHANGE
+    assert verdict.low < 1 + stats.DEFAULT_MIN_EFFECT < verdict.ratio < verdict.high
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.leaning == "likely slower"
 
 
 def test_fewer_than_three_rounds_uses_the_single_round_threshold():
     slower = paired.judge_paired([1.2, 1.2], [1.0, 1.0])
-    assert slower["verdict"] == stats.REGRESSION and slower["low"] is None
-    assert slower["reason"] == "fewer than 3 rounds"
-    assert paired.judge_paired([1.05], [1.0])["verdict"] == stats.NO_CHANGE
+    assert slower.verdict == stats.REGRESSION and slower.low is None
+    assert slower.reason == "fewer than 3 rounds" and slower.stopped == paired.TOO_FEW
+    assert paired.judge_paired([1.05], [1.0]).verdict == stats.NO_CHANGE
 
 
 def test_impossible_times_are_not_comparable():
     verdict = paired.judge_paired([0.3, 0.0, 0.3], [0.3, 0.3, 0.3])
-    assert verdict["verdict"] == stats.NOT_COMPARABLE and "0.0" in verdict["reason"]
-    assert paired.judge_paired([], [])["verdict"] == stats.NOT_COMPARABLE
+    assert verdict.verdict == stats.NOT_COMPARABLE and "0.0" in verdict.reason
+    assert paired.judge_paired([], []).verdict == stats.NOT_COMPARABLE
 
 
-def test_the_interval_is_seeded():
-    head, base = [1.1, 1.3, 1.2, 1.0, 1.25, 1.15], [1.0] * 6
-    assert paired.judge_paired(head, base) == paired.judge_paired(head, base)
+def test_one_disturbed_round_moves_the_trimmed_estimate_little():
+    ratios = noisy_ratios(0.15, 20, seed=3, sd=0.03)
+    calm = paired.judge_paired(ratios, [1.0] * 20)
+    ratios[4] = 3.0  # a neighbour took the machine during one round
+    disturbed = paired.judge_paired(ratios, [1.0] * 20)
+    assert disturbed.verdict == calm.verdict == stats.REGRESSION
+    assert abs(disturbed.ratio - calm.ratio) < 0.02
 
 
-def test_control_drift_says_when_the_machine_moved():
+def test_t_quantiles_match_the_tables():
+    assert stats.t_quantile(0.975, 9) == pytest.approx(2.2622, abs=1e-4)
+    assert stats.t_quantile(0.995, 4) == pytest.approx(4.6041, abs=1e-4)
+    assert stats.t_quantile(0.025, 30) == pytest.approx(-2.0423, abs=1e-4)
+    assert stats.t_quantile(0.975, 1e6) == pytest.approx(1.9600, abs=1e-4)
+
+
+def test_the_rule_stops_at_the_first_look_once_a_large_slowdown_is_shown():
+    rounds, actions = drive(noisy_ratios(0.30, 40, seed=1))
+    assert actions == [MORE] * 9 + [DONE]
+    verdict = rounds.verdict()
+    assert verdict.verdict == stats.REGRESSION and verdict.rounds == 10 and verdict.stopped == paired.SHOWN
+    assert [look["rounds"] for look in verdict.looks] == [10]
+
+
+def test_the_rule_adds_rounds_while_the_interval_straddles_the_band():
+    rule = SequentialRule(futility_z=10.0)
+    ratios = noisy_ratios(0.08, 40, seed=11)
+    rounds, _ = drive(ratios, rule)
+    verdict = rounds.verdict()
+    assert [look["rounds"] for look in verdict.looks] == rule.looks[:len(verdict.looks)]
+    assert len(verdict.looks) > 1
+    assert all(look["verdict"] == stats.INCONCLUSIVE for look in verdict.looks[:-1])
+    assert verdict.rounds == verdict.looks[-1]["rounds"]
+
+
+def test_the_budget_of_rounds_ends_in_inconclusive_with_its_reason():
+    rule = SequentialRule(futility_z=10.0, max_rounds=20)
+    ratios = [1.20, 0.98, 1.15, 1.01, 1.25, 0.99, 1.12, 0.95, 1.18, 1.02] * 4
+    rounds, actions = drive(ratios, rule)
+    assert actions[-1] == DONE and len(rounds.ratios) == 20
+    verdict = rounds.verdict()
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.stopped == paired.ROUNDS_BUDGET
+    assert verdict.leaning == "likely slower" and verdict.rule["max_rounds"] == 20
+
+
+def test_a_head_as_fast_as_its_base_stops_early_as_futile():
+    stops = [drive(noisy_ratios(0.0, 40, seed=k))[0].verdict() for k in range(20)]
+    assert sum(v.rounds == 10 and v.stopped == paired.FUTILE for v in stops) >= 15
+    assert all(v.verdict != stats.REGRESSION for v in stops)
+    first = next(v for v in stops if v.stopped == paired.FUTILE)
+    assert first.verdict == stats.INCONCLUSIVE and first.leaning is None
+
+
+def test_the_time_budget_takes_the_last_look_on_what_there_is():
+    rule = SequentialRule(futility_z=10.0)
+    rounds, _ = drive(noisy_ratios(0.07, 13, seed=2), rule)
+    assert rounds.action == MORE
+    rounds.stop_now()
+    verdict = rounds.verdict()
+    assert rounds.action == DONE and verdict.rounds == 13 and verdict.looks[-1]["rounds"] == 13
+    assert verdict.stopped in (paired.TIME_BUDGET, paired.SHOWN)
+
+
+def test_a_regression_is_measured_again_in_fresh_processes_when_the_rule_asks_for_it():
+    rule = SequentialRule(confirm_rounds=5, step_rounds=5)
+    rounds, actions = drive(noisy_ratios(0.30, 40, seed=1), rule)
+    assert actions[9] == CONFIRM and rounds.stages == [10, 5] and actions[-1] == DONE
+    verdict = rounds.verdict()
+    assert verdict.verdict == stats.REGRESSION and verdict.stages == [10, 5] and len(verdict.looks) == 2
+    # A regression that the fresh processes do not show again is not one.
+    rounds, _ = drive(noisy_ratios(0.30, 10, seed=1) + [0.8] * 30, rule)
+    assert rounds.verdict().verdict != stats.REGRESSION
+    # Without confirmation (the suite's confirm: false) the first processes decide.
+    rounds, actions = drive(noisy_ratios(0.30, 40, seed=1), rule, confirm=False)
+    assert CONFIRM not in actions and rounds.stages == [10]
+
+
+@pytest.mark.parametrize("change, allowed", [(0.0, {stats.INCONCLUSIVE, stats.NO_CHANGE, stats.IMPROVEMENT}),
+                                             (-0.15, {stats.IMPROVEMENT, stats.INCONCLUSIVE})])
+def test_no_false_regression_in_200_seeded_runs(change, allowed):
+    outcomes = {drive(noisy_ratios(change, 40, seed=1000 + k))[0].verdict().verdict for k in range(200)}
+    assert outcomes <= allowed
+
+
+def test_a_15_percent_slowdown_is_found_in_at_least_95_of_100_seeded_runs():
+    found = sum(drive(noisy_ratios(0.15, 40, seed=2000 + k))[0].verdict().verdict == stats.REGRESSION
+                for k in range(100))
+    assert found >= 95
+
+
+def test_the_verdict_round_trips_through_a_dict_and_old_records_still_read():
+    verdict = drive(noisy_ratios(0.08, 40, seed=11))[0].verdict()
+    assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
+    old = {"ratios": [1.0, 1.1, 1.2], "ratio": 1.1, "low": 1.0, "high": 1.2, "rounds": 3, "min_effect": 0.04,
+           "confidence": 0.95, "verdict": "no change", "reason": None}
+    assert PairedVerdict.from_dict(old).verdict == stats.NO_CHANGE
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        PairedVerdict.from_dict(dict(old, verdict="fine"))
+
+
+def test_rule_fields_are_checked_by_name():
+    assert SequentialRule.from_dict({"max_rounds": 60}).looks == [10, 20, 30, 40, 50, 60]
+    assert SequentialRule.from_dict({"max_rounds": 25}).looks == [10, 20, 25]
+    for bad, message in (({"max_round": 3}, "unknown field 'max_round'"),
+                         ({"max_rounds": 5}, r"max_rounds: must be at least first_rounds, got 5"),
+                         ({"first_rounds": 2.5}, "first_rounds: must be an integer"),
+                         ({"confidence": True}, "confidence: must be a number")):
+        with pytest.raises(ValueError, match=message):
+            SequentialRule.from_dict(bad)
+
+
+def test_control_is_steady_only_inside_the_band():
     steady = paired.control_drift([0.18, 0.181, 0.179, 0.18, 0.182, 0.18])
-    assert steady["moved"] is False and steady["first"] == 0.18
+    assert steady.steady is True and steady.first == 0.18 and steady.text == "steady"
     moved = paired.control_drift([0.18, 0.18, 0.18, 0.25, 0.25, 0.25])
-    assert moved["moved"] is True and moved["change"] == pytest.approx(0.25 / 0.18 - 1)
+    assert moved.steady is False and moved.ratio == pytest.approx(0.25 / 0.18) and moved.text == "unsteady"
+    wide = paired.control_drift([0.18, 0.14, 0.22, 0.17, 0.21, 0.15])
+    assert wide.low < 0.96 and wide.high > 1.04 and wide.text == "unsteady"
     few = paired.control_drift([0.18, 0.19, 0.2, 0.21])
-    assert few["moved"] is None and few["change"] is not None
+    assert few.steady is None and few.ratio is not None and few.text == "too few rounds to tell"
 
 
 def test_a_baseline_splits_the_timed_iterations_into_rounds_instead_of_multiplying_them():
     smoke = load_suite(None, "smoke").case("resnet50-bs2")
     assert RoundPlan.for_case(smoke, with_baseline=False) == RoundPlan(smoke.rounds, smoke.times)
-    plan = RoundPlan.for_case(smoke, with_baseline=True)
-    assert plan.rounds == BASELINE_ROUNDS and plan.rounds * plan.iterations == smoke.times
+    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(10, 1)
     default = load_suite(None, "default").case("resnet50-bs16")
-    assert RoundPlan.for_case(default, with_baseline=True) == RoundPlan(5, 20)
+    assert RoundPlan.for_case(default, with_baseline=True) == RoundPlan(10, 10)
     dataloader = load_suite(None, "smoke").case("swin-dataloader-w2")
-    assert dataloader.times == 16 and RoundPlan.for_case(dataloader, with_baseline=True) == RoundPlan(8, 2)
+    assert dataloader.times == 16 and RoundPlan.for_case(dataloader, with_baseline=True) == RoundPlan(16, 1)
     smoke.times = 3
     assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(3, 1)
     smoke.times = 23
-    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(5, 5)
-    smoke.rounds = 7
-    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(7, smoke.times)
+    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(10, 2)
+    assert RoundPlan.for_case(smoke, True, SequentialRule(first_rounds=5)) == RoundPlan(5, 5)
+    smoke.rounds = 12
+    assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(12, smoke.times)
 
 
 def test_every_contender_takes_every_place_in_turn():
@@ -91,19 +222,15 @@ def test_every_contender_takes_every_place_in_turn():
         assert sorted(order[place] for order in orders) == sorted(contenders)
 
 
-def test_a_head_beyond_min_effect_with_an_unclear_interval_is_measured_again_but_not_failed():
-    from speedstats.bench.runner import case_flags
+def test_only_missed_thresholds_are_measured_again_in_fresh_processes():
     from speedstats.results import CaseResult, FrameworkResult
 
     record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10, input_shape=[2, 3, 64, 64])
     record.frameworks = {name: FrameworkResult(total_s=1.0, per_iter_s=0.1, times=10)
                          for name in ("oneflow", "oneflow_base", "pytorch")}
-    # One noisy round of five holds the interval's low end down to the smallest ratio.
-    record.paired = paired.judge_paired([1.49, 1.60, 1.27, 1.55, 1.01], [1.0] * 5)
-    assert record.paired["verdict"] == stats.NO_CHANGE and record.paired["low"] < 1.04 < record.paired["ratio"]
-    assert case_flags(record, None, "CPU") == []
-    assert case_flags(record, None, "CPU", suspects=True) == [
-        "resnet50-bs2: OneFlow +49.0% against the base build, its interval not yet clear of +4%"]
-    record.paired = paired.judge_paired([1.49, 1.60, 1.27, 1.55, 1.01] * 2, [1.0] * 10)
-    assert record.paired["verdict"] == stats.REGRESSION  # ten rounds: the one noisy round no longer decides
-    assert case_flags(record, None, "CPU") == ["resnet50-bs2: OneFlow +49.0% against the base build"]
+    record.paired = paired.judge_paired([1.49, 1.60, 1.27, 1.55, 1.41], [1.0] * 5)
+    assert record.paired.verdict == stats.REGRESSION
+    assert case_flags(record, None, "CPU") == []  # the rule decided it while measuring
+    spec = load_suite(None, "smoke").case("resnet50-bs2")
+    record.frameworks["pytorch"] = FrameworkResult(total_s=0.2, per_iter_s=0.02, times=10)
+    assert case_flags(record, spec, "CPU") == ["resnet50-bs2: relative speed 0.20 is below 0.25"]

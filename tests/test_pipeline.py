@@ -74,7 +74,7 @@ def test_the_comment_and_outputs_after_a_run_carry_one_verdict(tmp_path, monkeyp
     pipeline.report(results, verdict, tmp_path / "results.json", comment_path, progress=print)
     assert comment_path.read_text(encoding="utf-8") == body
     assert outputs.read_text(encoding="utf-8") == (
-        f"verdict=fail\nscore=0\nregressions=1\nresults={tmp_path / 'results.json'}\n"
+        f"verdict=fail\nscore=0\nregressions=1\nlikely-regressions=0\nresults={tmp_path / 'results.json'}\n"
         f"comment-file={comment_path}\n")
     assert capsys.readouterr().out == body + "\n" + (
         f"speedstats: wrote {tmp_path / 'results.json'} and {comment_path}; score 0, verdict fail; "

@@ -71,7 +71,7 @@ CASE = "results: cases[0] (resnet50-bs2): "
     (json.dumps(with_case(paired={"verdict": "regression"})),
      CASE[:-2] + ".paired: missing field 'ratio' (required with the verdict 'regression')"),
     (json.dumps(with_case(paired={"verdict": "faster", "ratio": 1.0})),
-     CASE[:-2] + ".paired: field 'verdict' must be one of regression, improvement, no change, "
+     CASE[:-2] + ".paired: field 'verdict' must be one of regression, improvement, no change, inconclusive, "
                  "not comparable"),
     (json.dumps(with_case(confirmation={"status": "confirmed"})),
      CASE[:-2] + ".confirmation: missing field 'flags'"),

@@ -330,6 +330,7 @@ def set_outputs(verdict, results_path, comment_path):
     set_output("verdict", "pass" if verdict.passed else "fail")
     set_output("score", str(verdict.score))
     set_output("regressions", str(len(verdict.regressions)))
+    set_output("likely-regressions", str(len(verdict.likely_regressions)))
     set_output("results", str(results_path))
     set_output("comment-file", str(comment_path))
 
@@ -341,6 +342,8 @@ def report(results, verdict, results_path, comment_path, progress):
     progress(f"speedstats: wrote {results_path} and {comment_path}; score {verdict.score}, "
              f"verdict {'pass' if verdict.passed else 'fail'}"
              + (f"; slower than the base build: {', '.join(slower)}" if slower else "")
+             + (f"; likely slower, not confirmed (the step does not fail on it): "
+                f"{', '.join(verdict.likely_regressions)}" if verdict.likely_regressions else "")
              + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
     if verdict.disturbed:
         progress(f"speedstats: measured on a disturbed machine, figures not comparable: "

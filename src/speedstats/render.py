@@ -189,7 +189,7 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
     machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine_context, templates_dir)
     if machine_notes:  # right after the block: a disturbed machine is said before anything else
         body = f"{body}\n\n{machine_notes}"
-    notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)
+    notes = render_template(NOTES_TEMPLATE, notes_context(results, verdict), templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
     return body
@@ -205,40 +205,22 @@ def _cell(text):
     return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
 
 
-def _paired_row(case):
-    from speedstats.analysis import paired as paired_analysis
-
-    p = case.paired or {}
-    head, base = case.frameworks.get("oneflow"), case.frameworks.get("oneflow_base")
-    verdict = p.get("verdict") or "not comparable"
-    if verdict == "not comparable":
-        reason = p.get("reason") or case.failure or "no figures from both builds"
-        text = f"not comparable: {reason}"
-    else:
-        text = verdict if p.get("low") is not None else f"{verdict} (no noise estimate)"
-    status = (case.confirmation or {}).get("status")
-    if status and verdict == "regression":
-        text += f", {status}"
+def _paired_row(case, row):
+    """A HeadVsBase (computed by the verdict) in printed units, for the notes template."""
     control = None
-    pytorch = case.frameworks.get("pytorch")
-    if pytorch is not None and pytorch.ok and pytorch.rounds_s:
-        drift = paired_analysis.control_drift(pytorch.rounds_s)
-        if drift["moved"] is None:
-            control_text = "too few rounds to tell"
-        else:
-            control_text = paired_analysis.MACHINE_MOVED if drift["moved"] else paired_analysis.STEADY
-        ratio = None if drift["change"] is None else drift["change"] + 1
+    if row.control is not None:
+        c = row.control
         control = {
-            "base": time_text(drift["first"], case.kind), "head": time_text(drift["last"], case.kind),
-            "change": _percent(ratio), "low": _percent(drift["low"]), "high": _percent(drift["high"]),
-            "moved": drift["moved"], "text": control_text,
+            "base": time_text(c.first, case.kind), "head": time_text(c.last, case.kind),
+            "change": _percent(c.ratio), "low": _percent(c.low), "high": _percent(c.high),
+            "steady": c.steady, "text": c.text,
         }
     return {
         "case": _cell(case.id), "kind": case.kind,
-        "base": time_text(base.per_iter_s if base is not None and base.ok else None, case.kind),
-        "head": time_text(head.per_iter_s if head is not None and head.ok else None, case.kind),
-        "change": _percent(p.get("ratio")), "low": _percent(p.get("low")), "high": _percent(p.get("high")),
-        "verdict": verdict, "text": _cell(text), "control": control, "confirmation": status,
+        "base": time_text(row.base_s, case.kind), "head": time_text(row.head_s, case.kind),
+        "change": _percent(row.ratio), "low": _percent(row.low), "high": _percent(row.high),
+        "verdict": row.verdict, "leaning": row.leaning, "rounds": row.rounds, "text": _cell(row.text),
+        "control": control, "confirmation": (case.confirmation or {}).get("status"),
     }
 
 
@@ -267,12 +249,13 @@ def build_text(provenance):
     return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
 
 
-def notes_context(results):
-    """What speed_stats_notes.md.j2 sees (see its header)."""
-    from speedstats.analysis import stats
-
-    with_base = "oneflow_base" in results.builds or any("oneflow_base" in c.frameworks for c in results.cases)
-    rows = [_paired_row(c) for c in results.cases] if with_base else []
+def notes_context(results, verdict=None):
+    """What speed_stats_notes.md.j2 sees (see its header); verdict: verdicts.judge's, else judged here
+    without a suite (the head-vs-base rows do not need one)."""
+    if verdict is None:
+        verdict = verdicts.judge(results, None)
+    with_base = verdicts.with_baseline(results)
+    rows = [_paired_row(c, row) for c, row in zip(results.cases, verdict.head_vs_base)]
     confirmed, cleared = [], []
     for case in results.cases:
         status = (case.confirmation or {}).get("status")
@@ -282,15 +265,19 @@ def notes_context(results):
             confirmed.append(entry)
         elif status == "cleared":
             cleared.append(entry)
+    likely = [row for row in rows
+              if row["verdict"] == "inconclusive" and row["leaning"] == verdicts.LIKELY_SLOWER]
     roles = [r for r in ROLE_LABELS if r in results.builds]
     builds = [{"role": ROLE_LABELS[r] if with_base or r != "oneflow" else "", "text": build_text(results.builds[r])}
               for r in roles]
     for build in builds:
         build["role"] = build["role"] if build["role"] != "PyTorch" else ""
+    rule = verdict.rule
     return {
-        "rows": rows, "confirmed": confirmed, "cleared": cleared, "builds": builds,
-        "min_effect": stats.DEFAULT_MIN_EFFECT * 100, "confidence": stats.DEFAULT_CONFIDENCE * 100,
-        "fail_mark": verdicts.FAIL_MARK,
+        "rows": rows, "likely": likely, "confirmed": confirmed, "cleared": cleared, "builds": builds,
+        "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
+        "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
+        "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
     }
 
 
@@ -317,6 +304,7 @@ def baseline_table_context(report):
         "min_effect": report.min_effect * 100,
         "confidence": report.confidence * 100,
         "single_round_threshold": report.single_round_threshold * 100,
+        "trim": report.trim * 100,
         "regressions": len(report.regressions),
         "base": report.base,
         "head": report.head,

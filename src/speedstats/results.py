@@ -12,13 +12,14 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from speedstats.analysis.paired import PairedVerdict
+from speedstats.analysis.stats import VERDICTS as PAIRED_VERDICTS
 from speedstats.contenders import ROLES, SPEED_STATS_ROLES
 from speedstats.errors import UserError
 from speedstats.text import one_line, shown
 
 SCHEMA = "speedstats/results/v1"
 CASE_KINDS = ("resnet50", "swin_dataloader")
-PAIRED_VERDICTS = ("regression", "improvement", "no change", "not comparable")  # analysis.stats.VERDICTS
 MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
 DEFAULT_DDP_WORLD_SIZE = 2  # the old bot's DDP cases ran on 2 ranks
 # No time is shorter than a nanosecond or longer than about four months: within these, every figure
@@ -83,8 +84,8 @@ class CaseResult:
     finished_at: str | None = None
     error: str | None = None
     frameworks: dict[str, FrameworkResult] = field(default_factory=dict)
-    # With a baseline: head/base per round, and the verdict on them (see analysis.paired).
-    paired: dict | None = None
+    # With a baseline: head/base per round, the rule, its looks, and the verdict (see analysis.paired).
+    paired: PairedVerdict | None = None
     # A flagged case measured again in fresh processes: {"flags": [...], "status": "confirmed" | "cleared",
     # "rounds": total rounds judged}.
     confirmation: dict | None = None
@@ -243,12 +244,9 @@ def _ratio(data, key, where):
                         f"got {_short(value)}")
 
 
-def _paired(data, where):
+def _check_paired(paired, where):
     """The head-vs-base verdict of a case, as the comment reads it: a known verdict, and ratios that
     print as finite percentages (a verdict other than "not comparable" has its ratio)."""
-    paired = _field(data, "paired", (dict,), where, required=False)
-    if paired is None:
-        return None
     where = f"{where}.paired"
     verdict = _field(paired, "verdict", (str,), where, required=False)
     if verdict is not None and verdict not in PAIRED_VERDICTS:
@@ -264,7 +262,6 @@ def _paired(data, where):
         if isinstance(value, bool) or not isinstance(value, _NUM) or not 0 < value <= MAX_RATIO:
             raise UserError(f"{where}: field '{key}' must be a number above 0 and at most {MAX_RATIO:g}, "
                             f"got {_short(value)}")
-    return paired
 
 
 def _confirmation(data, where):
@@ -374,6 +371,21 @@ def case_from_dict(data, where):
     if case.num_workers is not None:
         check_count(case.num_workers, "num_workers", where, minimum=0)
     return case
+
+
+def _paired(data, where):
+    paired = _field(data, "paired", (dict,), where, required=False)
+    if paired is None:
+        return None
+    _check_paired(paired, where)
+    try:
+        return PairedVerdict.from_dict(paired)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{where}: field 'paired': {one_line_error(exc)}") from None
+
+
+def one_line_error(exc):
+    return " ".join(str(exc).split())[:200]
 
 
 def results_from_dict(data, where="results"):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from speedstats.analysis.paired import DEFAULT_RULE, SequentialRule
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
 from speedstats.machine import DisturbanceSpec, disturbance_from_dict
@@ -101,6 +102,8 @@ class Suite:
     builds: BuildsSpec = field(default_factory=BuildsSpec)
     confirm: bool = True  # measure a flagged case again in fresh processes before alerting
     pause_idle: bool = True  # stop (SIGSTOP) the contenders not being timed during another's round
+    # The head-vs-base rule: when a baseline build is measured, how many rounds, and what they must show.
+    head_vs_base: SequentialRule = DEFAULT_RULE
     mode: str = DEFAULT_MODE
     model: str = "shared"
     env: dict[str, str] = field(default_factory=dict)
@@ -250,7 +253,7 @@ _CASE_FIELDS = {
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env", "disturbance",
+    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env", "disturbance", "head_vs_base",
 }
 
 
@@ -403,6 +406,7 @@ def suite_from_dict(data, where):
         builds=_builds(data.get("builds"), where),
         confirm=confirm,
         pause_idle=pause_idle,
+        head_vs_base=_head_vs_base(data.get("head_vs_base"), where),
         dataset=dataset,
         warmup=defaults["warmup"],
         rounds=defaults["rounds"],
@@ -415,6 +419,15 @@ def suite_from_dict(data, where):
         env=defaults["env"],
         disturbance=disturbance_from_dict(data.get("disturbance"), where),
     )
+
+
+def _head_vs_base(data, where):
+    if data is None:
+        return DEFAULT_RULE
+    try:
+        return SequentialRule.from_dict(data, f"{where}: head_vs_base")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _builds(data, where):

@@ -8,7 +8,10 @@ as numbers, at the precision the comment prints them, so the mark agrees with th
 sees (0.99 printed against 0.99 passes). A case that produced no figure scores 2. The job fails at a
 total score of 2 or more, and when the run failed, was cancelled or produced no case. Dataloader cases
 and the PyTorch line are never marked. With a baseline build measured in the same run, a case whose
-head is a regression against the base (see analysis.paired) fails the job too, whatever the score.
+head is a regression against the base (see analysis.paired) fails the job too, whatever the score;
+one whose head is likely slower but not confirmed (inconclusive, its estimate beyond the band) does
+not fail it, and is listed in `likely_regressions` for the notes and the Action's output to say so.
+The head-vs-base rows of the notes (`HeadVsBase`) are computed here, once, for the renderer to print.
 A case measured on a disturbed machine (its `disturbance`, see speedstats.machine) never passes: the
 verdict names it and fails, and `speedstats run` exits with EXIT_DISTURBED.
 """
@@ -17,11 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from speedstats.analysis import paired as paired_analysis
+from speedstats.analysis import stats
 from speedstats.errors import UserError
 from speedstats.text import one_line as text_one_line
 
 PASS_MARK = "\u2714\ufe0f "  # heavy check mark, emoji presentation, space
 FAIL_MARK = "\u274c "  # cross mark, space
+WARN_MARK = "\u26a0\ufe0f "  # warning sign, emoji presentation, space: a likely regression not confirmed
 RELATIVE_SPEED_SCORE = 1
 MS_THRESHOLD_SCORE = 2
 FAILED_CASE_SCORE = 2
@@ -30,7 +36,8 @@ RELATIVE_SPEED_DIGITS = 2  # as the comment prints a ResNet50 relative speed
 MS_DIGITS = 1  # as the comment prints milliseconds
 ERROR_TEXT_LIMIT = 300
 JUDGED_KINDS = ("resnet50",)
-REGRESSION = "regression"  # analysis.stats.REGRESSION, the paired verdict of a case slower than its base
+REGRESSION = stats.REGRESSION  # the paired verdict of a case slower than its base
+LIKELY_SLOWER = "likely slower"
 
 
 @dataclass
@@ -52,6 +59,79 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)  # ids of cases slower than the base build
     disturbed: list[str] = field(default_factory=list)  # ids of cases measured on a disturbed machine
+    likely_regressions: list[str] = field(default_factory=list)  # ids likely slower, not confirmed
+    head_vs_base: list[HeadVsBase] = field(default_factory=list)  # with a baseline: one per case
+    rule: dict = field(default_factory=dict)  # the head-vs-base rule's parameters the cases were judged by
+
+
+@dataclass
+class HeadVsBase:
+    """One case's head against its base, as the notes print it: the columns agree with the change
+    (the head is the base's median times the ratio), the words say what the interval shows."""
+
+    case_id: str
+    kind: str
+    base_s: float | None  # the base's median time per iteration
+    head_s: float | None  # base_s times ratio
+    ratio: float | None
+    low: float | None
+    high: float | None
+    verdict: str  # stats.REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE or NOT_COMPARABLE
+    text: str  # the Verdict cell's words
+    rounds: int = 0
+    leaning: str | None = None
+    control: paired_analysis.Control | None = None  # PyTorch's first rounds against its last
+    confidence: float | None = None
+
+
+def paired_text(paired, failure=None):
+    """The words for a head-vs-base verdict: never "no change" when the interval reaches past the band."""
+    if paired is None or paired.verdict == stats.NOT_COMPARABLE:
+        reason = (paired.reason if paired is not None else None) or failure or "no figures from both builds"
+        return f"{stats.NOT_COMPARABLE}: {reason}"
+    if not paired.noise_estimate:
+        return f"{paired.verdict} (no noise estimate)"
+    after = f"after {paired.rounds} rounds" if paired.looks else f"on {paired.rounds} rounds"
+    if paired.verdict == stats.INCONCLUSIVE:
+        return f"{paired.leaning}, not confirmed {after}" if paired.leaning else f"inconclusive {after}"
+    text = f"{paired.verdict} {after}"
+    if paired.verdict == stats.REGRESSION and len(paired.stages) > 1:
+        text += ", confirmed in fresh processes"
+    return text
+
+
+def head_vs_base(case, min_effect=stats.DEFAULT_MIN_EFFECT):
+    """The HeadVsBase of a case measured with a baseline build."""
+    paired = case.paired
+    base = case.frameworks.get("oneflow_base")
+    base_s = base.per_iter_s if base is not None and base.ok else None
+    ratio = paired.ratio if paired is not None else None
+    control = None
+    pytorch = case.frameworks.get("pytorch")
+    if pytorch is not None and pytorch.ok and pytorch.rounds_s:
+        band = paired.min_effect if paired is not None else min_effect
+        control = paired_analysis.control_drift(pytorch.rounds_s, min_effect=band)
+    return HeadVsBase(
+        case_id=case.id, kind=case.kind, base_s=base_s,
+        head_s=base_s * ratio if base_s is not None and ratio is not None else None,
+        ratio=ratio, low=paired.low if paired else None, high=paired.high if paired else None,
+        verdict=paired.verdict if paired is not None else stats.NOT_COMPARABLE,
+        text=paired_text(paired, case.failure), rounds=paired.rounds if paired else 0,
+        leaning=paired.leaning if paired else None, control=control,
+        confidence=paired.confidence if paired else None,
+    )
+
+
+def rule_of(results):
+    """The rule recorded with the first case judged by one; the default rule's parameters otherwise."""
+    for case in results.cases:
+        if case.paired is not None and case.paired.rule:
+            return dict(case.paired.rule)
+    return paired_analysis.DEFAULT_RULE.to_dict()
+
+
+def with_baseline(results):
+    return "oneflow_base" in results.builds or any("oneflow_base" in c.frameworks for c in results.cases)
 
 
 def one_line(text, limit=ERROR_TEXT_LIMIT):
@@ -118,11 +198,13 @@ def judge(results, suite):
         cases.append(judge_case(case, spec, results.gpu_name, suite.name if suite is not None else "suite"))
     score = sum(c.score for c in cases)
     reasons = [r for c in cases for r in c.reasons]
-    regressions = [c.id for c in results.cases
-                   if not c.failure and c.paired and c.paired.get("verdict") == REGRESSION]
-    for case in results.cases:
+    rows = [head_vs_base(c) for c in results.cases] if with_baseline(results) else []
+    judged = [(c, row) for c, row in zip(results.cases, rows) if not c.failure]
+    regressions = [c.id for c, row in judged if row.verdict == REGRESSION]
+    likely = [c.id for c, row in judged if row.verdict == stats.INCONCLUSIVE and row.leaning == LIKELY_SLOWER]
+    for case, row in judged:
         if case.id in regressions:
-            reasons.append(f"{case.id}: OneFlow {(case.paired['ratio'] - 1) * 100:+.1f}% against the base build")
+            reasons.append(f"{case.id}: OneFlow {(row.ratio - 1) * 100:+.1f}% against the base build")
     error = one_line(results.error) if results.error else None
     if error:
         reasons.append(f"the speed job failed: {error}")
@@ -135,4 +217,5 @@ def judge(results, suite):
     disturbed = [c.id for c in cases if c.disturbed]
     passed = score < FAILING_SCORE and not regressions and not disturbed
     return Verdict(score=score, passed=passed, cases=cases, error=error, reasons=reasons,
-                   regressions=regressions, disturbed=disturbed)
+                   regressions=regressions, disturbed=disturbed, likely_regressions=likely,
+                   head_vs_base=rows, rule=rule_of(results))

@@ -48,11 +48,7 @@ def compare_options(parser):
     )
     parser.add_argument(
         "--confidence", type=_fraction, default=stats.DEFAULT_CONFIDENCE, metavar="PERCENT",
-        help=f"confidence of the bootstrap interval (default: {stats.DEFAULT_CONFIDENCE * 100:g})",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=stats.DEFAULT_SEED,
-        help=f"seed of the bootstrap; the same inputs and seed give the same verdict (default: {stats.DEFAULT_SEED})",
+        help=f"confidence of the interval of the change (default: {stats.DEFAULT_CONFIDENCE * 100:g})",
     )
 
 
@@ -61,15 +57,14 @@ def compare_report(base_path, head, args):
     from speedstats import results as results_model
     from speedstats.analysis.compare import compare_results
 
-    if args.confidence <= 0:
-        raise UserError("--confidence: must be above 0")
+    if not 0 < args.confidence < 1:
+        raise UserError("--confidence: must be above 0 and below 100")
     return compare_results(
         results_model.load(base_path),
         head,
         min_effect=args.min_effect,
         single_round_threshold=args.single_round_threshold,
         confidence=args.confidence,
-        seed=args.seed,
     )
 
 

@@ -1,7 +1,9 @@
-"""Head against base: per case and per framework, the change of the median time and its verdict.
+"""Head against base between two stored runs: per case and per framework, the change and its verdict.
 
 Cases are matched by id. Each framework of a matched case is judged by `stats.compare_rounds` from
-its rounds (a results file without rounds counts as one round, judged without a noise estimate). A
+its rounds, as two unpaired samples (trimmed means of the log times, Yuen's interval, the same four
+words as the head-vs-base notes of one run: regression, improvement, no change, inconclusive); a
+results file without rounds counts as one round, judged without a noise estimate. A
 case whose workload differs between the two files (shape, workers, DDP), or that failed on one side,
 is "not comparable", as is everything when the two runs were on different devices.
 """
@@ -40,6 +42,7 @@ class Report:
     min_effect: float
     confidence: float
     single_round_threshold: float
+    trim: float = stats.DEFAULT_TRIM
     base: dict = field(default_factory=dict)  # suite, device, gpu_name, versions of each run
     head: dict = field(default_factory=dict)
 
@@ -55,6 +58,7 @@ class Report:
             "min_effect": self.min_effect,
             "confidence": self.confidence,
             "single_round_threshold": self.single_round_threshold,
+            "trim": self.trim,
             "regressions": len(self.regressions),
             "rows": [r.to_dict() for r in self.rows],
         }
@@ -110,8 +114,7 @@ def compare_results(
     min_effect=stats.DEFAULT_MIN_EFFECT,
     single_round_threshold=stats.DEFAULT_SINGLE_ROUND_THRESHOLD,
     confidence=stats.DEFAULT_CONFIDENCE,
-    resamples=stats.DEFAULT_RESAMPLES,
-    seed=stats.DEFAULT_SEED,
+    trim=stats.DEFAULT_TRIM,
 ):
     """A Report over the head's cases in order, then the cases only the base has."""
     machine = _machine_mismatch(base, head)
@@ -143,8 +146,7 @@ def compare_results(
                 min_effect=min_effect,
                 single_round_threshold=single_round_threshold,
                 confidence=confidence,
-                resamples=resamples,
-                seed=seed,
+                trim=trim,
             )
             rows.append(Row(head_case.id, head_case.kind, name, comparison))
     for base_case in base.cases:
@@ -156,6 +158,7 @@ def compare_results(
         min_effect=min_effect,
         confidence=confidence,
         single_round_threshold=single_round_threshold,
+        trim=trim,
         base=_run_summary(base),
         head=_run_summary(head),
     )

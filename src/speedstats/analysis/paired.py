@@ -1,10 +1,18 @@
-"""Head against base within one run: the ratio head/base of each round, and the verdict on them.
+"""Head against base within one run: the ratio head/base of each round, the sequential rule that says
+when enough rounds were measured, and the verdict on them.
 
 When a baseline build is measured in the same job, every round times the head and the base back to
 back (in an order that changes from round to round), so whatever the machine does during the job
-moves both figures of a round alike and cancels in their ratio. The figure is the median of the
-per-round ratios; a seeded bootstrap of that median gives its interval, and the verdict follows the
-rule of `stats.compare_rounds`: a regression only when the whole interval lies above 1 + min_effect.
+moves both figures of a round alike and cancels in their ratio. The figure is the 10% trimmed mean
+of the log ratios (exp of it is the ratio shown); Yuen's t interval gives its uncertainty.
+
+The rule (`SequentialRule`) looks at the ratios after `first_rounds` rounds, then every `step_rounds`
+more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is held against the band
+1 +- min_effect (`stats.band_outcome`): regression, improvement or no change stop the rounds; an
+interval that straddles an edge asks for more rounds, unless neither a regression nor an improvement
+can plausibly be shown within the budget (futility), or the budget of rounds or seconds is spent:
+then the verdict is inconclusive. docs/methodology.md ("Head against base") says why this holds its
+false-alarm rate.
 
 PyTorch's rounds are the control: the same build all along, so a change between the first and the
 second half of its rounds says that the machine moved during the job (the paired ratios still hold).
@@ -13,86 +21,373 @@ second half of its rounds says that the machine moved during the job (the paired
 from __future__ import annotations
 
 import math
-import random
+from dataclasses import asdict, dataclass, field, fields
 from typing import Sequence
 
 from speedstats.analysis import stats
 
-MACHINE_MOVED = "machine moved"
+ESTIMATOR = "trimmed mean of log(head/base) per round, Yuen t interval"
 STEADY = "steady"
+UNSTEADY = "unsteady"
+# Why the rounds stopped (PairedVerdict.stopped).
+SHOWN = "shown"  # the interval left the straddle: regression, improvement or no change
+FUTILE = "futile"  # neither a regression nor an improvement could be shown within the budget
+ROUNDS_BUDGET = "rounds budget"
+TIME_BUDGET = "time budget"
+FIXED = "fixed"  # judged once on the rounds there were (no sequential rounds: compare, interleave off)
+TOO_FEW = "too few rounds"
+STOP_REASONS = (SHOWN, FUTILE, ROUNDS_BUDGET, TIME_BUDGET, FIXED, TOO_FEW)
 
 
-def bootstrap_median_interval(values, confidence=stats.DEFAULT_CONFIDENCE, resamples=stats.DEFAULT_RESAMPLES,
-                              seed=stats.DEFAULT_SEED):
-    """Percentile bootstrap interval (low, high) of the median of values; same seed, same answer."""
-    rng = random.Random(seed)
-    values = list(values)
-    medians = sorted(stats.median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    return stats.quantile(medians, tail), stats.quantile(medians, 1 - tail)
+@dataclass(frozen=True)
+class SequentialRule:
+    """The head-vs-base rule's parameters (the suite's `head_vs_base:` mapping; defaults documented in
+    docs/methodology.md ("Head against base"))."""
+
+    min_effect: float = stats.DEFAULT_MIN_EFFECT  # the band: changes within +-4% are no change
+    confidence: float = stats.DEFAULT_CONFIDENCE  # of each look's interval (see edge_error)
+    trim: float = stats.DEFAULT_TRIM  # share of the ratios cut from each end
+    first_rounds: int = 10  # the first look; the case's `times` iterations are cut into these
+    step_rounds: int = 10  # rounds added between two looks
+    max_rounds: int = 40  # budget of rounds per build, both measurements together
+    # Rounds in fresh processes before a regression is judged again; 0: no restart (the default: on the
+    # CPU a restart costs as much as 11 rounds, see docs/methodology.md ("Head against base")).
+    confirm_rounds: int = 0
+    futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
+    extra_factor: float = 0.7  # rounds after the first look: at most this share of the first's wall time
+    max_extra_s: float = 600.0  # ... and at most this many seconds
+    # The plain percentage below 3 rounds (results of old runs).
+    single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
+
+    @property
+    def looks(self):
+        """The numbers of rounds at which the rule may look, in order (the last is max_rounds)."""
+        counts = list(range(self.first_rounds, self.max_rounds + 1, self.step_rounds))
+        return counts if counts[-1] == self.max_rounds else counts + [self.max_rounds]
+
+    @property
+    def look_confidence(self):
+        return self.confidence
+
+    @property
+    def edge_error(self):
+        """Bonferroni's bound on the chance that some look calls a head exactly min_effect slower (the
+        band's edge) a regression: each look's one-sided error, times the number of looks."""
+        return len(self.looks) * (1 - self.confidence) / 2
+
+    def next_look(self, rounds, at_least=0):
+        """The first planned look at or after max(rounds, at_least), or None past the budget."""
+        for count in self.looks:
+            if count >= max(rounds, at_least):
+                return count
+        return None
+
+    def to_dict(self):
+        return dict(asdict(self), estimator=ESTIMATOR, looks=self.looks, edge_error=self.edge_error)
+
+    @classmethod
+    def from_dict(cls, data, where="head_vs_base"):
+        """A rule from a mapping of some of its fields (the suite's or a results file's); a ValueError
+        names the field that is wrong."""
+        if not isinstance(data, dict):
+            # A ValueError, as for every other field: it is what callers turn into their one-line error.
+            raise ValueError(f"{where}: must be a mapping")  # noqa: TRY004
+        known = {f.name: f for f in fields(cls)}
+        values = {}
+        for key, value in data.items():
+            if key in ("estimator", "looks", "edge_error"):
+                continue  # derived, written for the reader of results.json
+            if key not in known:
+                raise ValueError(f"{where}: unknown field {key!r}")
+            integer = known[key].type == "int"
+            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
+                    or not math.isfinite(value):
+                kind = "an integer" if integer else "a number"
+                raise ValueError(f"{where}.{key}: must be {kind}, got {value!r}")
+            values[key] = value
+        rule = cls(**values)
+        rule.check(where)
+        return rule
+
+    def check(self, where="head_vs_base"):
+        problems = [
+            ("min_effect", 0 < self.min_effect < 1, "between 0 and 1"),
+            ("confidence", 0.5 <= self.confidence < 1, "at least 0.5 and below 1"),
+            ("trim", 0 <= self.trim <= 0.25, "between 0 and 0.25"),
+            ("first_rounds", self.first_rounds >= stats.MIN_ROUNDS_FOR_INTERVAL,
+             f"at least {stats.MIN_ROUNDS_FOR_INTERVAL}"),
+            ("step_rounds", self.step_rounds >= 1, "at least 1"),
+            ("max_rounds", self.max_rounds >= self.first_rounds, "at least first_rounds"),
+            ("confirm_rounds", self.confirm_rounds >= 0, "not negative"),
+            ("futility_z", self.futility_z >= 0, "not negative"),
+            ("extra_factor", self.extra_factor >= 0, "not negative"),
+            ("max_extra_s", self.max_extra_s >= 0, "not negative"),
+            ("single_round_threshold", 0 < self.single_round_threshold < 1, "between 0 and 1"),
+        ]
+        for name, ok, expected in problems:
+            if not ok:
+                raise ValueError(f"{where}.{name}: must be {expected}, got {getattr(self, name)!r}")
+        return self
 
 
-def judge_paired(
-    head: Sequence[float],
-    base: Sequence[float],
-    min_effect: float = stats.DEFAULT_MIN_EFFECT,
-    single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD,
-    confidence: float = stats.DEFAULT_CONFIDENCE,
-    seed: int = stats.DEFAULT_SEED,
-) -> dict:
+DEFAULT_RULE = SequentialRule()
+
+
+@dataclass
+class Look:
+    """One look at the ratios: the interval at the per-look confidence, its outcome, and whether to stop."""
+
+    rounds: int
+    ratio: float
+    low: float
+    high: float
+    verdict: str
+    stop: bool
+    stopped: str | None = None  # one of STOP_REASONS when stop
+
+    def to_dict(self):
+        return {"rounds": self.rounds, "ratio": self.ratio, "low": self.low, "high": self.high,
+                "verdict": self.verdict}
+
+
+def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=False,
+         budget_reason=ROUNDS_BUDGET) -> Look:
+    """The rule's look at these per-round ratios (at least MIN_ROUNDS_FOR_INTERVAL, all positive).
+
+    final: no more rounds can follow (the budget is spent: budget_reason says which).
+    """
+    logs = [math.log(r) for r in ratios]
+    estimate = stats.trimmed_mean(logs, rule.trim)
+    low, high = estimate.interval(rule.look_confidence)
+    result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
+                  verdict=stats.INCONCLUSIVE, stop=False)
+    result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
+    if result.verdict != stats.INCONCLUSIVE:
+        result.stop, result.stopped = True, SHOWN
+    elif final:
+        result.stop, result.stopped = True, budget_reason
+    elif _futile(estimate, rule):
+        result.stop, result.stopped = True, FUTILE
+    return result
+
+
+def _futile(estimate, rule):
+    """Neither edge of the band can plausibly be cleared by the budget: even the estimate moved
+    futility_z standard errors towards an edge lies short of what the last look, on max_rounds
+    rounds with the same scatter, would need to clear it."""
+    n = estimate.n
+    final_se = estimate.se * math.sqrt(n / rule.max_rounds)
+    final_df = max(1, rule.max_rounds - 2 * math.floor(rule.trim * rule.max_rounds) - 1)
+    reach = stats.t_quantile(1 - (1 - rule.look_confidence) / 2, final_df) * final_se
+    up_edge, down_edge = math.log(1 + rule.min_effect) + reach, math.log(1 - rule.min_effect) - reach
+    slack = rule.futility_z * estimate.se
+    return estimate.mean + slack < up_edge and estimate.mean - slack > down_edge
+
+
+@dataclass
+class PairedVerdict:
+    """The verdict on head against base (results.json's `paired` of a case)."""
+
+    verdict: str  # stats.REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE or NOT_COMPARABLE
+    ratio: float | None = None  # exp of the trimmed mean of the log ratios: above 1 is slower
+    low: float | None = None  # its interval at `confidence` (the per-look confidence of the rule)
+    high: float | None = None
+    ratios: list[float] = field(default_factory=list)  # head/base of each round, in order
+    rounds: int = 0
+    stages: list[int] = field(default_factory=list)  # rounds per pair of processes (2nd: fresh ones)
+    looks: list[dict] = field(default_factory=list)  # Look.to_dict() of every look, in order
+    stopped: str | None = None  # why the rounds stopped: one of STOP_REASONS
+    leaning: str | None = None  # inconclusive: "likely slower", "likely faster" or None
+    min_effect: float = stats.DEFAULT_MIN_EFFECT
+    confidence: float | None = None
+    rule: dict = field(default_factory=dict)  # SequentialRule.to_dict()
+    reason: str | None = None  # not comparable: why; fewer than 3 rounds: that
+
+    @property
+    def change(self):
+        return None if self.ratio is None else self.ratio - 1
+
+    @property
+    def noise_estimate(self):
+        return self.low is not None
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """From results.json; results of older runs (median of the ratios, bootstrap interval, three
+        outcomes) read as they were recorded, without looks or a rule."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("verdict") not in stats.VERDICTS:
+            known_verdicts = ", ".join(stats.VERDICTS)
+            raise ValueError(f"verdict must be one of {known_verdicts}, got {values.get('verdict')!r}")
+        return cls(**values)
+
+
+def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialRule = DEFAULT_RULE,
+                 looks: Sequence[Look] = (), stopped: str | None = None,
+                 stages: Sequence[int] | None = None) -> PairedVerdict:
     """The verdict on head against base from their per-iteration times, round by round.
 
-    Returns plain data for results.json: ratios (head/base of each round), ratio (their median),
-    low/high (its interval, None with fewer than MIN_ROUNDS_FOR_INTERVAL rounds), verdict, and the
-    rule's parameters.
+    looks: the looks the runner took while measuring (the last one decides); without them the rounds
+    are judged once, as a fixed sample (stopped FIXED). stages: rounds per pair of processes.
     """
     pairs = [(float(h), float(b)) for h, b in zip(head, base)]
-    out = {"ratios": [], "ratio": None, "low": None, "high": None, "rounds": len(pairs),
-           "min_effect": min_effect, "confidence": confidence, "verdict": stats.NOT_COMPARABLE, "reason": None}
+    out = PairedVerdict(stats.NOT_COMPARABLE, rounds=len(pairs), min_effect=rule.min_effect,
+                        rule=rule.to_dict(), stages=list(stages) if stages else [len(pairs)])
     if not pairs:
-        out["reason"] = "no round with both head and base"
+        out.reason = "no round with both head and base"
         return out
     bad = [x for pair in pairs for x in pair if not math.isfinite(x) or x <= 0]
     if bad:
-        out["reason"] = f"time {bad[0]!r} is not a positive number"
+        out.reason = f"time {bad[0]!r} is not a positive number"
         return out
-    ratios = [h / b for h, b in pairs]
-    out["ratios"] = ratios
-    out["ratio"] = ratio = stats.median(ratios)
-    out["verdict"] = stats.NO_CHANGE
-    if len(ratios) < stats.MIN_ROUNDS_FOR_INTERVAL:
-        out["reason"] = f"fewer than {stats.MIN_ROUNDS_FOR_INTERVAL} rounds"
-        if ratio > 1 + single_round_threshold:
-            out["verdict"] = stats.REGRESSION
-        elif ratio < 1 - single_round_threshold:
-            out["verdict"] = stats.IMPROVEMENT
+    out.ratios = [h / b for h, b in pairs]
+    if len(pairs) < stats.MIN_ROUNDS_FOR_INTERVAL:
+        out.ratio = stats.median(out.ratios)
+        out.reason, out.stopped = f"fewer than {stats.MIN_ROUNDS_FOR_INTERVAL} rounds", TOO_FEW
+        out.verdict = stats.NO_CHANGE
+        if out.ratio > 1 + rule.single_round_threshold:
+            out.verdict = stats.REGRESSION
+        elif out.ratio < 1 - rule.single_round_threshold:
+            out.verdict = stats.IMPROVEMENT
         return out
-    out["low"], out["high"] = bootstrap_median_interval(ratios, confidence, seed=seed)
-    if out["low"] > 1 + min_effect:
-        out["verdict"] = stats.REGRESSION
-    elif out["high"] < 1 - min_effect:
-        out["verdict"] = stats.IMPROVEMENT
+    looks = list(looks)
+    if not looks or looks[-1].rounds != len(pairs):
+        looks.append(look(out.ratios, rule, final=True, budget_reason=stopped or FIXED))
+    last = looks[-1]
+    out.looks = [x.to_dict() for x in looks]
+    out.ratio, out.low, out.high, out.verdict = last.ratio, last.low, last.high, last.verdict
+    out.confidence = rule.look_confidence
+    out.stopped = last.stopped if last.stopped == SHOWN else (stopped or last.stopped or FIXED)
+    if out.verdict == stats.INCONCLUSIVE:
+        out.leaning = stats.leaning(out.ratio, rule.min_effect)
     return out
+
+
+@dataclass
+class Control:
+    """PyTorch's first half of rounds against its last half: did the machine move during the run?"""
+
+    first: float | None = None  # median per-iteration seconds of the first half
+    last: float | None = None  # the first half's times the ratio
+    ratio: float | None = None  # exp of Yuen's difference of the halves' trimmed log means
+    low: float | None = None
+    high: float | None = None
+    steady: bool | None = None  # interval inside the band; None: too few rounds to tell
+    confidence: float = stats.DEFAULT_CONFIDENCE
+
+    @property
+    def text(self):
+        if self.steady is None:
+            return "too few rounds to tell"
+        return STEADY if self.steady else UNSTEADY
+
+    def to_dict(self):
+        return dict(asdict(self), text=self.text)
 
 
 def control_drift(rounds: Sequence[float], min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                  confidence: float = stats.DEFAULT_CONFIDENCE, seed: int = stats.DEFAULT_SEED) -> dict:
-    """How PyTorch's time moved from the first half of its rounds to the second.
-
-    first/last: the medians of the first and the last half of the rounds (the middle one of an odd
-    count is in neither); `moved` is True when the change's interval lies wholly beyond min_effect
-    either way, None when there are too few rounds to tell (fewer than MIN_ROUNDS_FOR_INTERVAL in a half).
-    """
+                  confidence: float = stats.DEFAULT_CONFIDENCE, trim: float = stats.DEFAULT_TRIM) -> Control:
+    """How PyTorch's time moved from the first half of its rounds to the second (the middle round of an
+    odd count is in neither): steady only when the whole interval of the change lies inside the band."""
     rounds = [float(x) for x in rounds]
     half = len(rounds) // 2
-    first, second = rounds[:half], rounds[len(rounds) - half:]
-    out = {"median": stats.median(rounds) if rounds else None, "first": None, "last": None,
-           "change": None, "low": None, "high": None, "moved": None}
+    out = Control(confidence=confidence)
     if half == 0:
         return out
-    comparison = stats.compare_rounds(first, second, min_effect=min_effect, confidence=confidence, seed=seed)
-    out.update(first=comparison.base_s, last=comparison.head_s, change=comparison.change)
-    if half >= stats.MIN_ROUNDS_FOR_INTERVAL:
-        out.update(low=comparison.low, high=comparison.high,
-                   moved=comparison.verdict in (stats.REGRESSION, stats.IMPROVEMENT))
+    first, second = rounds[:half], rounds[len(rounds) - half:]
+    out.first = stats.median(first)
+    if half < stats.MIN_ROUNDS_FOR_INTERVAL:
+        out.ratio = stats.median(second) / out.first
+        out.last = out.first * out.ratio
+        return out
+    difference = stats.trimmed_difference([math.log(x) for x in first], [math.log(x) for x in second], trim)
+    low, high = difference.interval(confidence)
+    out.ratio, out.low, out.high = math.exp(difference.mean), math.exp(low), math.exp(high)
+    out.last = out.first * out.ratio
+    out.steady = stats.band_outcome(out.low, out.high, min_effect) == stats.NO_CHANGE
     return out
+
+
+MORE, CONFIRM, DONE = "more", "confirm", "done"
+
+
+class Rounds:
+    """Drives the paired rounds of one case: call add() after each round, read `action`:
+
+    - MORE: measure one more round (in the same processes);
+    - CONFIRM: the rule shows a regression: measure again in fresh processes (a head and a base started
+      anew) and go on adding rounds to the same ratios; the regression stands only if the looks on all
+      the rounds show it again;
+    - DONE: `verdict()` is the verdict.
+
+    Without `confirm` the first processes may use the whole budget. stop_now() ends the rounds at the
+    next call (the time budget is spent): the rule takes its last look on what there is.
+    """
+
+    def __init__(self, rule: SequentialRule = DEFAULT_RULE, confirm: bool = True):
+        self.rule, self.confirm = rule, confirm and rule.confirm_rounds > 0
+        self.ratios: list[float] = []
+        self.looks: list[Look] = []
+        self.stages = [0]
+        self.action = MORE
+        self.stopped = None
+        self._cap = rule.max_rounds - rule.confirm_rounds if self.confirm else rule.max_rounds
+        if self._cap < rule.first_rounds:
+            self._cap = rule.max_rounds  # no room to confirm within the budget: the first processes decide
+            self.confirm = False
+        self._next = rule.first_rounds
+
+    @property
+    def confirming(self):
+        return len(self.stages) > 1
+
+    def add(self, ratio: float):
+        if self.action == DONE:
+            raise RuntimeError("no more rounds: the rule is done")
+        self.ratios.append(float(ratio))
+        self.stages[-1] += 1
+        self.action = MORE
+        if len(self.ratios) >= self._next:
+            self._look(final=self._next_after(len(self.ratios)) is None)
+
+    def _next_after(self, rounds):
+        cap = self.rule.max_rounds if self.confirming else self._cap
+        following = self.rule.next_look(rounds + 1)
+        return following if following is not None and following <= cap else None
+
+    def _look(self, final, reason=ROUNDS_BUDGET):
+        result = look(self.ratios, self.rule, final=final, budget_reason=reason)
+        self.looks.append(result)
+        if not result.stop:
+            self._next = self._next_after(len(self.ratios))
+            return
+        confirm = self.confirm and not self.confirming and reason != TIME_BUDGET
+        if result.verdict == stats.REGRESSION and confirm:
+            self.stages.append(0)
+            rounds = len(self.ratios)
+            self._next = self.rule.next_look(rounds, at_least=rounds + self.rule.confirm_rounds)
+            self.action = CONFIRM
+            return
+        self.action, self.stopped = DONE, result.stopped
+
+    def stop_now(self):
+        """The time budget is spent: the last look, on the rounds there are."""
+        if self.action == DONE:
+            return
+        if len(self.ratios) < stats.MIN_ROUNDS_FOR_INTERVAL:
+            self.action, self.stopped = DONE, TIME_BUDGET
+            return
+        self._look(final=True, reason=TIME_BUDGET)
+        self.action, self.stopped = DONE, self.looks[-1].stopped
+
+    def verdict(self, head=None, base=None) -> PairedVerdict:
+        """The verdict on the rounds so far; head and base (per-iteration times) give the ratios when
+        known, else the ratios added are used as head times against a base of 1."""
+        if head is None or base is None:
+            head, base = self.ratios, [1.0] * len(self.ratios)
+        stages = [s for s in self.stages if s] or [0]
+        return judge_paired(head, base, self.rule, looks=self.looks, stopped=self.stopped, stages=stages)

@@ -1,31 +1,33 @@
 """Noise-aware statistics over benchmark rounds, in pure Python (no numpy: runs in the light environment).
 
-A case measured in R rounds gives R per-iteration times per framework. Comparing a head run with a
-base run, the figure of interest is the ratio of medians head/base; a seeded bootstrap (resample each
-side's rounds with replacement, take the ratio of the resampled medians, repeat) gives an interval of
-that ratio. A case is a regression only when the whole interval lies above 1 + min_effect: slower
-beyond what the rounds' own scatter explains, and by more than a change worth reporting.
+A case measured in R rounds gives R per-iteration times per framework. Times are compared on the log
+scale, where a slowdown is a shift: the figure is the ratio head/base of the 10% trimmed means of the
+log times (a few disturbed rounds move it little), with Yuen's t interval of that difference (the
+trimmed-mean analogue of Welch's interval). Four outcomes, from where the interval lies against the
+band 1 +- min_effect: regression (wholly above 1 + min_effect), improvement (wholly below
+1 - min_effect), no change (wholly inside the band: an equivalence shown) and inconclusive (neither).
+The same words serve the paired head-vs-base rule of `analysis.paired`.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 NO_CHANGE = "no change"
+INCONCLUSIVE = "inconclusive"
 NOT_COMPARABLE = "not comparable"
-VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE)
+VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE, NOT_COMPARABLE)
+DEFAULT_TRIM = 0.1  # share of the rounds cut from each end before the mean
 
 DEFAULT_MIN_EFFECT = 0.04
 # Without a noise estimate a single pair of figures can only be judged against a plain percentage,
 # wider than min_effect because one round on a shared machine easily scatters by several percent.
 DEFAULT_SINGLE_ROUND_THRESHOLD = 0.10
 DEFAULT_CONFIDENCE = 0.95
-DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
 # Below this many rounds on either side the bootstrap says more about the resampling than the noise.
 MIN_ROUNDS_FOR_INTERVAL = 3
@@ -48,6 +50,129 @@ def quantile(ordered: Sequence[float], q: float) -> float:
     below = math.floor(position)
     above = min(below + 1, len(ordered) - 1)
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def _incomplete_beta(a, b, x):
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (modified Lentz)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast on this side only
+        return 1.0 - _incomplete_beta(b, a, 1 - x)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 500):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a
+
+
+def t_cdf(t, df):
+    """P(T <= t) for Student's t with df degrees of freedom (df may be fractional, as Welch's is)."""
+    tail = 0.5 * _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+def t_quantile(p, df):
+    """The p-quantile of Student's t with df degrees of freedom, by bisection on t_cdf."""
+    if not 0 < p < 1 or df <= 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12 * max(1.0, high):
+            break
+    return (low + high) / 2
+
+
+@dataclass
+class TrimmedMean:
+    """A trimmed mean with Yuen's standard error: mean of what is left after cutting `cut` values from
+    each end, se from the winsorized variance, and the t distribution's degrees of freedom."""
+
+    n: int
+    cut: int
+    mean: float
+    se: float
+    df: float
+
+    def interval(self, confidence):
+        """(low, high) of a two-sided t interval at this confidence."""
+        if self.se == 0:
+            return self.mean, self.mean
+        half = t_quantile(1 - (1 - confidence) / 2, self.df) * self.se
+        return self.mean - half, self.mean + half
+
+
+def trimmed_mean(values: Sequence[float], trim: float = DEFAULT_TRIM) -> TrimmedMean:
+    """The trim-trimmed mean of values (trim=0: the plain mean and its t standard error); needs 2 values."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n < 2:
+        raise ValueError("a trimmed mean's standard error needs at least 2 values")
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"trim must be in [0, 0.5), got {trim}")
+    cut = math.floor(trim * n)
+    kept = n - 2 * cut
+    if kept < 2:
+        cut, kept = (n - 2) // 2, n - 2 * ((n - 2) // 2)
+    inner = ordered[cut:n - cut]
+    winsorized = [ordered[cut]] * cut + inner + [ordered[n - cut - 1]] * cut
+    w_mean = sum(winsorized) / n
+    w_var = sum((x - w_mean) ** 2 for x in winsorized) / (n - 1)
+    se = math.sqrt(max(0.0, (n - 1) * w_var / (kept * (kept - 1))))
+    return TrimmedMean(n=n, cut=cut, mean=sum(inner) / kept, se=se, df=kept - 1)
+
+
+def trimmed_difference(first: Sequence[float], second: Sequence[float],
+                       trim: float = DEFAULT_TRIM) -> TrimmedMean:
+    """Yuen's two-sample comparison: trimmed mean of second minus that of first, se and Welch's df."""
+    a, b = trimmed_mean(first, trim), trimmed_mean(second, trim)
+    var_a, var_b = a.se ** 2, b.se ** 2
+    se = math.sqrt(var_a + var_b)
+    denominator = (var_a ** 2 / a.df if var_a else 0.0) + (var_b ** 2 / b.df if var_b else 0.0)
+    df = (var_a + var_b) ** 2 / denominator if denominator else float(a.df + b.df)
+    return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=b.mean - a.mean, se=se, df=df)
+
+
+def band_outcome(low: float, high: float, min_effect: float) -> str:
+    """Where an interval of a ratio lies against the band 1 +- min_effect: one of the four outcomes."""
+    if low > 1 + min_effect:
+        return REGRESSION
+    if high < 1 - min_effect:
+        return IMPROVEMENT
+    if low >= 1 - min_effect and high <= 1 + min_effect:
+        return NO_CHANGE
+    return INCONCLUSIVE
+
+
+def leaning(ratio: float, min_effect: float) -> str | None:
+    """For an inconclusive interval: "likely slower" / "likely faster" when the estimate lies beyond the
+    band, None when it lies inside it."""
+    if ratio > 1 + min_effect:
+        return "likely slower"
+    if ratio < 1 - min_effect:
+        return "likely faster"
+    return None
 
 
 @dataclass
@@ -89,44 +214,20 @@ def spread(values: Sequence[float]) -> Spread:
     )
 
 
-def bootstrap_ratio_interval(
-    base: Sequence[float],
-    head: Sequence[float],
-    confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-):
-    """Percentile bootstrap interval (low, high) of median(head) / median(base); same seed, same answer."""
-    if not base or not head:
-        raise ValueError("bootstrap needs rounds on both sides")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    rng = random.Random(seed)
-    base, head = list(base), list(head)
-    n_base, n_head = len(base), len(head)
-    ratios = []
-    for _ in range(resamples):
-        base_median = median(rng.choices(base, k=n_base))
-        head_median = median(rng.choices(head, k=n_head))
-        ratios.append(head_median / base_median)
-    ratios.sort()
-    tail = (1 - confidence) / 2
-    return quantile(ratios, tail), quantile(ratios, 1 - tail)
-
-
 @dataclass
 class Comparison:
-    """The verdict on one framework of one case: head against base."""
+    """The verdict on one framework of one case: head against base, as two unpaired samples of rounds."""
 
     verdict: str
-    base_s: float | None = None  # median per-iteration seconds
-    head_s: float | None = None
+    base_s: float | None = None  # median per-iteration seconds of the base
+    head_s: float | None = None  # the base's times the ratio (the head's median without an interval)
     ratio: float | None = None  # head / base: above 1 is slower
     low: float | None = None  # interval of the ratio; None without a noise estimate
     high: float | None = None
     base_rounds: int = 0
     head_rounds: int = 0
     reason: str | None = None  # why not comparable, or why there is no noise estimate
+    leaning: str | None = None  # inconclusive only: "likely slower", "likely faster" or None
 
     @property
     def change(self):
@@ -143,6 +244,8 @@ class Comparison:
             return f"{NOT_COMPARABLE}: {self.reason}" if self.reason else NOT_COMPARABLE
         if not self.noise_estimate:
             return f"{self.verdict} (no noise estimate)"
+        if self.verdict == INCONCLUSIVE:
+            return f"{self.leaning}, not confirmed" if self.leaning else INCONCLUSIVE
         return self.verdict
 
     def to_dict(self):
@@ -157,16 +260,18 @@ def compare_rounds(
     min_effect: float = DEFAULT_MIN_EFFECT,
     single_round_threshold: float = DEFAULT_SINGLE_ROUND_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    trim: float = DEFAULT_TRIM,
 ) -> Comparison:
-    """Judge head against base from their per-iteration times of each round.
+    """Judge head against base from their per-iteration times of each round, as two unpaired samples.
 
-    With at least MIN_ROUNDS_FOR_INTERVAL rounds on both sides: regression when the interval's lower
-    bound exceeds 1 + min_effect, improvement when its upper bound is below 1 - min_effect, else no
-    change. With fewer, the plain ratio is held against single_round_threshold and the verdict says
-    there is no noise estimate.
+    With at least MIN_ROUNDS_FOR_INTERVAL rounds on both sides: the ratio is exp of the difference of
+    the trimmed means of the log times, its interval Yuen's, and the outcome `band_outcome`'s. With
+    fewer, the plain ratio of medians is held against single_round_threshold and the verdict says
+    there is no noise estimate (regression, improvement or no change: there is no interval to be
+    inconclusive about).
     """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     base, head = [float(x) for x in base], [float(x) for x in head]
     if not base or not head:
         missing = "base" if not base else "head"
@@ -175,10 +280,8 @@ def compare_rounds(
     if bad:
         return Comparison(NOT_COMPARABLE, reason=f"time {bad[0]!r} is not a positive number")
     base_s, head_s = median(base), median(head)
-    result = Comparison(
-        NO_CHANGE, base_s=base_s, head_s=head_s, ratio=head_s / base_s,
-        base_rounds=len(base), head_rounds=len(head),
-    )
+    result = Comparison(NO_CHANGE, base_s=base_s, head_s=head_s, ratio=head_s / base_s,
+                        base_rounds=len(base), head_rounds=len(head))
     if min(len(base), len(head)) < MIN_ROUNDS_FOR_INTERVAL:
         result.reason = f"fewer than {MIN_ROUNDS_FOR_INTERVAL} rounds"
         if result.ratio > 1 + single_round_threshold:
@@ -186,9 +289,11 @@ def compare_rounds(
         elif result.ratio < 1 - single_round_threshold:
             result.verdict = IMPROVEMENT
         return result
-    result.low, result.high = bootstrap_ratio_interval(base, head, confidence, resamples, seed)
-    if result.low > 1 + min_effect:
-        result.verdict = REGRESSION
-    elif result.high < 1 - min_effect:
-        result.verdict = IMPROVEMENT
+    difference = trimmed_difference([math.log(x) for x in base], [math.log(x) for x in head], trim)
+    low, high = difference.interval(confidence)
+    result.ratio, result.low, result.high = math.exp(difference.mean), math.exp(low), math.exp(high)
+    # The columns agree with the change: the head shown is the base times the ratio.
+    result.head_s = base_s * result.ratio
+    result.verdict = band_outcome(result.low, result.high, min_effect)
+    result.leaning = leaning(result.ratio, min_effect) if result.verdict == INCONCLUSIVE else None
     return result

@@ -9,8 +9,11 @@ contender at a time in an order that changes from round to round, while the othe
 of them. Without it each contender runs all its rounds alone, which needs only one framework's memory
 at a time.
 
-A case that the verdict would flag (a threshold missed, a regression against the base) is measured
-again in fresh processes and judged on all of its rounds: confirmed or cleared.
+With a baseline build (and `interleave`), the head and the base go on alternating rounds after the
+case's planned ones while the head-vs-base rule (analysis.paired.SequentialRule, the suite's
+`head_vs_base:`) asks for more, within its budget of rounds and seconds; PyTorch takes part in the
+planned rounds only. A case that missed a threshold is measured again in fresh processes and judged
+on all of its rounds: confirmed or cleared.
 
 Around every timed round the runner records the machine's state (bench.machine_state: CPU used by
 other processes, GPU clocks and throttling, foreign GPU processes); a round that the suite's
@@ -38,7 +41,6 @@ from pathlib import Path
 from speedstats import machine
 from speedstats import verdict as verdicts
 from speedstats.analysis import paired as paired_analysis
-from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
 from speedstats.bench import machine_state, processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
@@ -48,10 +50,9 @@ from speedstats.fsutil import ensure_dir, write_atomic
 from speedstats.lock import held_lock_fds
 from speedstats.results import CaseResult, FrameworkResult, Results
 
+PAIR = ("oneflow", BASE)  # the head and the base: the contenders of the sequential rounds
+
 POLL_S = 0.005
-# With a baseline, a case needs rounds for an interval: its timed iterations are split into this
-# many rounds (not multiplied), unless the suite asks for more.
-BASELINE_ROUNDS = 5
 _started_workers = set()  # started and not yet killed, for SuiteRunner.run to sweep up
 
 
@@ -211,8 +212,8 @@ class Worker:
         return self._processes()
 
     def finish(self):
-        # No more rounds, re-measures included.
-        write_atomic(self.control / "finish", "", "worker's control file")
+        # No more rounds: the worker's spec.rounds is a maximum (sequential rounds, re-measures).
+        write_atomic(self.control / "stop", "", "worker's control file")
         done = self.await_file("done.json")
         try:
             self.proc.wait(timeout=max(1.0, min(60.0, self.deadline - time.monotonic())))
@@ -266,16 +267,19 @@ class RoundPlan:
     iterations: int
 
     @classmethod
-    def for_case(cls, case, with_baseline):
-        if not with_baseline or case.rounds >= BASELINE_ROUNDS:
+    def for_case(cls, case, with_baseline, rule=paired_analysis.DEFAULT_RULE):
+        """With a baseline, the case's timed iterations are split (not multiplied) into the rule's
+        first_rounds rounds, unless the suite asks for that many or more."""
+        first = rule.first_rounds
+        if not with_baseline or case.rounds >= first:
             return cls(case.rounds, case.times)
-        if case.times <= BASELINE_ROUNDS:
+        if case.times <= first:
             return cls(case.times, 1)
-        # The fewest rounds, from BASELINE_ROUNDS up to twice that, that divide the iterations evenly.
-        for rounds in range(BASELINE_ROUNDS, 2 * BASELINE_ROUNDS + 1):
+        # The fewest rounds, from first up to twice that, that divide the iterations evenly.
+        for rounds in range(first, 2 * first + 1):
             if case.times % rounds == 0:
                 return cls(rounds, case.times // rounds)
-        return cls(BASELINE_ROUNDS, round(case.times / BASELINE_ROUNDS))
+        return cls(first, round(case.times / first))
 
 
 def _framework_result(rounds, error, case, plan, memory=None, imported=None):
@@ -317,32 +321,19 @@ def round_order(contenders, k):
     return list(contenders[shift:]) + list(contenders[:shift])
 
 
-def case_flags(record, spec, gpu_name, suite_name="suite", suspects=False):
-    """What the verdict would flag on this case: thresholds missed, a regression against the base.
-
-    With suspects, also a head whose median ratio to the base is beyond min_effect while the interval
-    is not yet clear of it: one noisy round of a few can hold the interval down, and more rounds
-    (a confirmation) settle it either way.
-    """
-    flags = []
+def case_flags(record, spec, gpu_name, suite_name="suite"):
+    """The thresholds this case missed (a regression against the base is the sequential rule's to
+    decide, while the rounds are measured: see analysis.paired.Rounds)."""
     if record.failure:
-        return flags
-    judged = verdicts.judge_case(record, spec, gpu_name, suite_name)
-    flags.extend(judged.reasons)
-    paired = record.paired or {}
-    change = f"OneFlow {(paired['ratio'] - 1) * 100:+.1f}% against the base build" if paired.get("ratio") else ""
-    if paired.get("verdict") == stats.REGRESSION:
-        flags.append(f"{record.id}: {change}")
-    elif suspects and paired.get("ratio") is not None and paired["ratio"] > 1 + paired["min_effect"]:
-        flags.append(f"{record.id}: {change}, its interval not yet clear of +{paired['min_effect'] * 100:g}%")
-    return flags
+        return []
+    return verdicts.judge_case(record, spec, gpu_name, suite_name).reasons
 
 
 class SuiteRunner:
     """Runs every case of a suite for the contenders; `builds` maps contender to its bench.builds.Build."""
 
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
-                 builds=None, contenders=None, confirm=True, quiet_wait_s=None, watch=None):
+                 builds=None, contenders=None, confirm=True, rule=None, quiet_wait_s=None, watch=None):
         self.suite = suite
         self.device = device
         # Workers run in their control folders: every path they are given must be absolute.
@@ -354,6 +345,7 @@ class SuiteRunner:
         default = [c for c in ROLES if c != BASE or BASE in self.builds]
         self.contenders = [c for c in ROLES if c in (contenders or default)]
         self.confirm = confirm
+        self.rule = rule or getattr(suite, "head_vs_base", None) or paired_analysis.DEFAULT_RULE
         self.quiet_wait_s = quiet_wait_s  # on CUDA, before the first case (None: the suite's)
         self.watch = watch  # a bench.machine_state.MachineWatch; made by run() when None
 
@@ -414,14 +406,19 @@ class SuiteRunner:
             record.finished_at = now_iso()
             self.progress(f"{prefix}   FAILED: {too_small}")
             return record
-        plan = RoundPlan.for_case(case, self.with_baseline)
-        states = self._measure(case, plan, self.out_dir / "workers" / case.id, prefix)
+        plan = RoundPlan.for_case(case, self.with_baseline, self.rule)
+        work = self.out_dir / "workers" / case.id
+        if self.with_baseline and self.suite.interleave:
+            states, sequence = self._measure_sequential(case, plan, work, prefix)
+        else:
+            states, sequence = self._measure(case, plan, work, prefix), None
         self._fill(record, case, plan, {role: (s.rounds, s.error, s.memory, s.imported)
                                         for role, s in states.items()})
-        flags = case_flags(record, case, self.gpu_name, self.suite.name, suspects=self.confirm)
+        self._judge_paired(record, sequence)
+        flags = case_flags(record, case, self.gpu_name, self.suite.name)
         if flags and self.confirm:
             self.progress(f"{prefix}   flagged ({'; '.join(flags)}): measuring again in fresh processes")
-            again = self._measure(case, plan, self.out_dir / "workers" / case.id / "confirm", prefix)
+            again = self._measure(case, plan, work / "confirm", prefix)
             merged = {}
             for role, first in states.items():
                 second = again[role]
@@ -429,7 +426,9 @@ class SuiteRunner:
                 # judged on those alone, and says so.
                 rounds = first.rounds + (second.rounds if second.error is None else [])
                 merged[role] = (rounds, first.error, second.memory or first.memory, first.imported)
+            paired = record.paired  # the head-vs-base verdict stays the rule's, on its own rounds
             self._fill(record, case, plan, merged)
+            record.paired = paired
             remaining = case_flags(record, case, self.gpu_name, self.suite.name)
             errors = [f"{LABELS[r]}: {s.error}" for r, s in again.items() if s.error]
             record.confirmation = {
@@ -463,35 +462,37 @@ class SuiteRunner:
     def _fill(self, record, case, plan, measured):
         record.frameworks = {role: _framework_result(rounds, error, case, plan, memory, imported)
                              for role, (rounds, error, memory, imported) in measured.items()}
-        if self.with_baseline:
-            head, base = record.frameworks["oneflow"], record.frameworks[BASE]
-            if head.ok and base.ok:
-                record.paired = paired_analysis.judge_paired(head.rounds_s, base.rounds_s)
-            else:
-                record.paired = None
+
+    def _judge_paired(self, record, sequence):
+        record.paired = None
+        if not self.with_baseline:
+            return
+        head, base = record.frameworks["oneflow"], record.frameworks[BASE]
+        if not (head.ok and base.ok):
+            return
+        if sequence is None:  # rounds not interleaved: one look at a fixed number of rounds
+            record.paired = paired_analysis.judge_paired(head.rounds_s, base.rounds_s, self.rule)
+        else:
+            record.paired = sequence.verdict(head.rounds_s, base.rounds_s)
+
+    def _workers(self, case, plan, work, roles, max_rounds=None):
+        deadline = time.monotonic() + case.timeout_s
+        return {role: CaseRun(Worker(role, case, self.device, work / role, self.dataset_dir, deadline,
+                                     build=self.builds.get(role),
+                                     # the worker takes up to remeasure_rounds more go-K (disturbed rounds)
+                                     rounds=(max_rounds if max_rounds and role in PAIR else plan.rounds)
+                                     + self.suite.disturbance.remeasure_rounds,
+                                     round_iterations=plan.iterations))
+                for role in roles}
 
     def _measure(self, case, plan, work, prefix):
         """One measurement of a case: a fresh worker per contender, `plan.rounds` rounds each."""
-        deadline = time.monotonic() + case.timeout_s
-        extra = self.suite.disturbance.remeasure_rounds  # the worker takes that many more go-K at most
-        states = {role: CaseRun(Worker(role, case, self.device, work / role, self.dataset_dir, deadline,
-                                       build=self.builds.get(role), rounds=plan.rounds + extra,
-                                       round_iterations=plan.iterations))
-                  for role in self.contenders}
+        states = self._workers(case, plan, work, self.contenders)
         try:
             if self.suite.interleave:
-                pause = self.suite.pause_idle
-                for role in self.contenders:
-                    self._start(states[role], prefix)
-                    if pause:
-                        states[role].worker.pause()
+                self._start_all(states, prefix)
                 for k in range(plan.rounds):
-                    for role in round_order(self.contenders, k):
-                        state = states[role]
-                        state.worker.resume()
-                        self._round(state, k, plan, case, prefix)
-                        if pause:
-                            state.worker.pause()
+                    self._interleaved_round(states, self.contenders, k, plan, case, prefix)
                 for role in self.contenders:
                     states[role].worker.resume()
                     self._finish(states[role], prefix)
@@ -507,6 +508,86 @@ class SuiteRunner:
                 state.worker.kill()
         return states
 
+    def _start_all(self, states, prefix):
+        for state in states.values():
+            self._start(state, prefix)
+            if self.suite.pause_idle:
+                state.worker.pause()
+
+    def _interleaved_round(self, states, roles, k, plan, case, prefix, label_k=None):
+        for role in round_order(list(roles), k):
+            state = states[role]
+            state.worker.resume()
+            self._round(state, k, plan, case, prefix, label_k)
+            if self.suite.pause_idle:
+                state.worker.pause()
+
+    def _measure_sequential(self, case, plan, work, prefix):
+        """Head and base against each other, in rounds the rule asks for: every contender in the
+        planned rounds, then the head and the base alone (PyTorch done) until the rule stops, within
+        its budget of rounds and of seconds (extra_factor times the planned rounds' wall time, at
+        most max_extra_s). Returns the states (the rounds of every pair of processes, in order) and
+        the analysis.paired.Rounds that decided."""
+        rule = self.rule
+        sequence = paired_analysis.Rounds(rule, confirm=self.confirm)
+        began = time.monotonic()
+        states = self._workers(case, plan, work, self.contenders, max_rounds=rule.max_rounds)
+        # What each build measured before a confirmation's fresh processes replaced it.
+        earlier = {role: [] for role in PAIR}
+        budget_s = None
+        first_look_at = None
+        try:
+            self._start_all(states, prefix)
+            k = 0  # the round within the current pair of processes
+            while sequence.action != paired_analysis.DONE:
+                if any(states[role].error for role in PAIR):
+                    break
+                if sequence.action == paired_analysis.CONFIRM:
+                    self.progress(f"{prefix}   head vs base: a regression after {len(sequence.ratios)} rounds:"
+                                  " "
+                                  "measuring again in fresh processes")
+                    for role in PAIR:
+                        earlier[role].extend(states[role].rounds)
+                        states[role].worker.resume()
+                        states[role].worker.kill()
+                    fresh = self._workers(case, plan, work / "confirm", PAIR, max_rounds=rule.max_rounds)
+                    states.update(fresh)
+                    self._start_all(fresh, prefix)
+                    k = 0
+                elif budget_s is not None and time.monotonic() - first_look_at > budget_s:
+                    sequence.stop_now()
+                    break
+                roles = self.contenders if k < plan.rounds and not sequence.confirming else PAIR
+                self._interleaved_round(states, roles, k, plan, case, prefix, label_k=len(sequence.ratios))
+                if any(states[role].error for role in PAIR):
+                    break
+                sequence.add(states["oneflow"].rounds[-1] / states[BASE].rounds[-1])
+                k += 1
+                if budget_s is None and len(sequence.ratios) >= plan.rounds:
+                    first_look_at = time.monotonic()
+                    budget_s = min(rule.max_extra_s, rule.extra_factor * (first_look_at - began))
+                    for role in self.contenders:
+                        if role not in PAIR:  # PyTorch is done: its process goes
+                            states[role].worker.resume()
+                            self._finish(states[role], prefix)
+            if sequence.action != paired_analysis.DONE:
+                sequence.stop_now()
+            self.progress(f"{prefix}   head vs base: {len(sequence.ratios)} rounds, "
+                          f"stopped ({sequence.stopped})")
+            for role in self.contenders:
+                state = states[role]
+                if state.memory or state.error:
+                    continue
+                state.worker.resume()
+                self._finish(state, prefix)
+        finally:
+            for state in states.values():
+                state.worker.resume()
+                state.worker.kill()
+        for role in PAIR:
+            states[role].rounds = earlier[role] + states[role].rounds
+        return states, sequence
+
     def _start(self, state, prefix):
         label = LABELS[state.worker.role]
         self.progress(f"{prefix}   {label}: starting and warming up ({state.worker.case.warmup} iterations)")
@@ -521,7 +602,7 @@ class SuiteRunner:
             state.fail(str(exc))
             self.progress(f"{prefix}   {label}: FAILED: {exc}")
 
-    def _round(self, state, k, plan, case, prefix):
+    def _round(self, state, k, plan, case, prefix, label_k=None):
         if state.error:
             return
         label = LABELS[state.worker.role]
@@ -533,7 +614,7 @@ class SuiteRunner:
                 total = state.worker.run_round()
             except WorkerFailed as exc:
                 state.fail(str(exc))
-                self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} FAILED: {exc}")
+                self.progress(f"{prefix}   {label}: round {k + 1} FAILED: {exc}")
                 return
             round_state = self.watch.end(before, pids)
             round_state["disturbed"] = machine.round_disturbance(round_state, spec)
@@ -541,13 +622,14 @@ class SuiteRunner:
                 break
             state.remeasured.append({"per_iter_s": total / plan.iterations, "state": round_state})
             why = "; ".join(item["text"] for item in round_state["disturbed"])
-            self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} disturbed ({why}): "
-                          "measuring it again")
+            self.progress(f"{prefix}   {label}: round {k + 1} disturbed ({why}): measuring it again")
             time.sleep(spec.retry_wait_s)
         state.rounds.append(total)
         state.states.append(round_state)
         unit, scale = ("s", 1.0) if case.kind == "swin_dataloader" else ("ms", 1000.0)
-        self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds}: {total / plan.iterations * scale:.3f}{unit}"
+        number = (label_k if label_k is not None else k) + 1
+        of = f"/{plan.rounds}" if number <= plan.rounds else ""
+        self.progress(f"{prefix}   {label}: round {number}{of}: {total / plan.iterations * scale:.3f}{unit}"
                       f" per iteration ({plan.iterations} iterations in {total:.2f}s)")
 
     def _finish(self, state, prefix):

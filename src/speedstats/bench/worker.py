@@ -6,9 +6,9 @@ The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the w
 started by a launcher (which owns the ranks' stdin and stdout) is steered the same way:
 
     worker (rank 0) writes ready.json      after setup and warm-up
-    runner writes      go-K                to start timed round K (every rank waits for it); at most
-                                           spec.rounds, which leaves room for disturbed rounds measured again
-    runner writes      finish              no more rounds: every rank leaves the loop
+    runner writes      go-K                to start timed round K (every rank waits for it)
+    runner writes      stop                instead of go-K: no more rounds (spec.rounds is a maximum, room
+                                           for sequential rounds and disturbed rounds measured again)
     worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
     worker (rank 0) writes done.json       after the last round: peak memory
     any rank writes    error-RANK.json     on failure, then exits non-zero
@@ -45,13 +45,14 @@ def _write_json(path, data):
     write_atomic(path, json.dumps(data), "worker's report")
 
 
-def _wait_for(path, deadline, finish=None):
-    """Wait until path exists (True), or finish does (False)."""
-    while not path.exists():
-        if finish is not None and finish.exists():
+def _wait_for_round(control, k, deadline):
+    """True once round k may start (go-K), False when the runner asks for no more rounds (stop)."""
+    go, stop = control / f"go-{k}", control / "stop"
+    while not go.exists():
+        if stop.exists():
             return False
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path.name} from the runner before the case timeout")
+            raise TimeoutError(f"no {go.name} from the runner before the case timeout")
         time.sleep(POLL_S)
     return True
 
@@ -413,8 +414,8 @@ def main(argv=None):
         if rank == 0:
             _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid(),
                                                  "imported": imported_framework(spec.framework)})
-        for k in range(spec.rounds):
-            if not _wait_for(control / f"go-{k}", deadline, finish=control / "finish"):
+        for k in range(spec.rounds):  # at most: the runner may end the rounds early (a stop file)
+            if not _wait_for_round(control, k, deadline):
                 break
             fw.barrier()
             started_unix = time.time()

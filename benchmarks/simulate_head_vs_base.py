@@ -1,0 +1,139 @@
+"""The head-vs-base rule against a model of the noise measured on the 2-core CPU: pure Python, seeded,
+seconds to run. It drives the same `analysis.paired.Rounds` the runner drives, with simulated rounds.
+
+    python benchmarks/simulate_head_vs_base.py [--trials 2000] [--seed 1] [--json FILE]
+        [--sigma 0.075] [--sigma-iterations 2] [--process-sd 0.015] [--outliers 0.05]
+        [--rule first_rounds=10,max_rounds=30,...]
+
+The model (figures of the smoke case resnet50-bs2 in old-bot mode, see README and issue 18):
+- each round's log(head/base) is the true log ratio plus normal noise of sd --sigma at
+  --sigma-iterations iterations per round, scaled by sqrt(2 / iterations) for other round sizes;
+- a share --outliers of the rounds is disturbed (a neighbour on the machine): one of the two builds
+  takes an extra |N(0, 0.2)| in log;
+- each pair of processes carries an offset N(0, --process-sd) in log (placement, memory layout),
+  drawn again for the fresh processes of a confirmation;
+- wall time: a head-only run takes 13.1 s; a baseline adds a worker start (3.0 s) and the base's
+  iterations (0.256 s each, the head's scaled by its slowdown), 0.03 s per contender and round, 6.0 s
+  for the fresh processes of a confirmation. The runner's time budget is applied as it applies it.
+
+Prints, per true change, how often each outcome came out, the median and largest rounds and wall-time
+ratios against a head-only run, and the rule's parameters.
+"""
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from speedstats.analysis import paired, stats
+
+HEAD_ONLY_S = 13.1
+WORKER_START_S = 3.0
+ONEFLOW_STEP_S = 0.256
+ROUND_OVERHEAD_S = 0.03
+CASE_SHARE_OF_RUN_S = 11.1  # the head-only run's case (2 s of the run is speedstats starting and writing)
+CHANGES = (-0.15, 0.0, 0.02, 0.05, 0.08, 0.10, 0.15, 0.25)
+
+
+def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, iterations=1, confirm=True):
+    """One run: (verdict, rounds, wall-time ratio against head-only, confirmed or not)."""
+    true = math.log1p(change)
+    sd = sigma * math.sqrt(sigma_iterations / iterations)
+    rounds = paired.Rounds(rule, confirm=confirm)
+    offset = rng.gauss(0, process_sd)
+    head_step = ONEFLOW_STEP_S * (1 + change)
+    round_s = iterations * (head_step + ONEFLOW_STEP_S) + 2 * ROUND_OVERHEAD_S
+    # The first measurement: the head-only case plus a base worker and its rounds (and the head's
+    # iterations at its own speed: the head-only reference is the base build).
+    first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * head_step
+               + rule.first_rounds * ROUND_OVERHEAD_S)
+    budget_s = min(rule.max_extra_s, rule.extra_factor * first_s)
+    extra_s = 0.0
+    while rounds.action != paired.DONE:
+        if rounds.action == paired.CONFIRM:
+            offset = rng.gauss(0, process_sd)
+            extra_s += 2 * WORKER_START_S
+        elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > budget_s:
+            rounds.stop_now()
+            break
+        if len(rounds.ratios) >= rule.first_rounds:
+            extra_s += round_s
+        noise = rng.gauss(0, sd)
+        if rng.random() < outliers:
+            noise += rng.choice((-1, 1)) * abs(rng.gauss(0, 0.2))
+        rounds.add(math.exp(true + offset + noise))
+    verdict = rounds.verdict()
+    wall = (HEAD_ONLY_S + first_s - CASE_SHARE_OF_RUN_S + extra_s) / HEAD_ONLY_S
+    return verdict, len(rounds.ratios), wall, rounds.confirming
+
+
+def evaluate(rule, trials, seed, changes=CHANGES, **model):
+    rng = random.Random(seed)
+    table = []
+    for change in changes:
+        outcomes, rounds, walls, stops = {}, [], [], {}
+        for _ in range(trials):
+            verdict, n, wall, _ = simulate(change, rule, rng, **model)
+            key = verdict.verdict
+            if key == stats.INCONCLUSIVE and verdict.leaning:
+                key = verdict.leaning
+            outcomes[key] = outcomes.get(key, 0) + 1
+            stops[verdict.stopped] = stops.get(verdict.stopped, 0) + 1
+            rounds.append(n)
+            walls.append(wall)
+        table.append({"change": change, "trials": trials, "outcomes": outcomes, "stopped": stops,
+                      "rounds_median": statistics.median(rounds), "rounds_max": max(rounds),
+                      "wall_median": statistics.median(walls), "wall_max": max(walls)})
+    return table
+
+
+def parse_rule(text):
+    values = {}
+    for item in filter(None, (text or "").split(",")):
+        key, _, value = item.partition("=")
+        values[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    return paired.SequentialRule.from_dict(values, "--rule")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sigma", type=float, default=0.075)
+    parser.add_argument("--sigma-iterations", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=1, help="iterations per round")
+    parser.add_argument("--process-sd", type=float, default=0.015)
+    parser.add_argument("--outliers", type=float, default=0.05)
+    parser.add_argument("--no-confirm", action="store_true")
+    parser.add_argument("--rule", default="", help="rule fields, e.g. max_rounds=40,futility_z=1.28")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    rule = parse_rule(args.rule)
+    model = {"sigma": args.sigma, "sigma_iterations": args.sigma_iterations, "process_sd": args.process_sd,
+             "outliers": args.outliers, "iterations": args.iterations, "confirm": not args.no_confirm}
+    table = evaluate(rule, args.trials, args.seed, **model)
+    print(f"rule: {json.dumps(rule.to_dict())}")
+    print(f"model: {json.dumps(model)}; {args.trials} trials per change, seed {args.seed}")
+    print("| true change | regression | likely slower | inconclusive | no change | likely faster "
+          "| improvement | rounds median (max) | wall vs head-only median (max) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in table:
+        def share(key, row=row):
+            return f"{100 * row['outcomes'].get(key, 0) / row['trials']:.1f}%"
+        print(f"| {row['change'] * 100:+.0f}% | {share('regression')} | {share('likely slower')} "
+              f"| {share('inconclusive')} | {share('no change')} | {share('likely faster')} "
+              f"| {share('improvement')} | {row['rounds_median']:g} ({row['rounds_max']}) "
+              f"| {row['wall_median']:.2f}x ({row['wall_max']:.2f}x) |")
+    if args.json:
+        data = {"rule": rule.to_dict(), "model": model, "table": table}
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
