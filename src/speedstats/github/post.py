@@ -96,7 +96,10 @@ class HeadOrder:
 
     def keys(self, markers):
         """A sort key per marker; the commit list is fetched only when the heads differ."""
-        several_heads = len({m.head_sha for m in markers}) > 1
+        # Results of the current head outrank the others, so the commit list is needed only between
+        # two other heads.
+        heads = {m.head_sha for m in markers}
+        several_heads = len(heads - {self.current_head} if self.current_head is not None else heads) > 1
         return [(self.current_head is not None and m.head_sha == self.current_head,
                  self.rank(m.head_sha) if several_heads else 0, m.run_id or -1, m.run_attempt or -1)
                 for m in markers]

@@ -372,7 +372,7 @@ def post_report(args, client, target, rows, verdict, attempt, run_url, mentions,
     emit_comment_url(outcome)
     shown = outcome.comment is not None and outcome.comment.body == body + marker
     if shown and outcome.action in ("created", "updated"):
-        logins = [pr_author] if mentions == alerts.AUTHOR else mentions
+        logins = None if mentions == alerts.OFF else [pr_author] if mentions == alerts.AUTHOR else mentions
         alerts.announce(client, target, outcome, verdict, rows, logins, author, run_url)
     if failed and args.automerge_job:
         return run_guard(args, target, client, args.automerge_job, args.automerge_label, "failure")
