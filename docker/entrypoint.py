@@ -18,7 +18,8 @@ from pathlib import Path
 # unreachable, internal error) fails the step.
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED
 
-COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline")
+COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
+            "report")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -50,6 +51,11 @@ DEFAULTS = {
     "baseline-artifact": "wheelhouse",
     "baseline-branch": "",
     "required-label": "",
+    "gpu": "",
+    "gpus": "",
+    "shard-dir": "speedstats-shard",
+    "shards-dir": "speedstats-shards",
+    "notify-on-flip": "author",
 }
 
 
@@ -111,6 +117,22 @@ def fetch_baseline_argv(inputs):
              "--dest", str(Path(inputs["out"]) / "baseline")] + _optional("--branch", inputs["baseline-branch"]))
 
 
+def shard_argv(inputs):
+    if not inputs["gpu"]:
+        raise InputError("input 'gpu': needed by command 'shard'")
+    return ["shard", "--gpu", inputs["gpu"], "--out", inputs["out"], "--dir", inputs["shard-dir"],
+            "--status", inputs["status"]]
+
+
+def report_argv(inputs):
+    if not inputs["gpus"]:
+        raise InputError("input 'gpus': needed by command 'report'")
+    return (["report", "--gpus", inputs["gpus"], "--shards", inputs["shards-dir"],
+             "--notify-on-flip", inputs["notify-on-flip"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"]))
+
+
 def plan(inputs):
     """The speedstats commands (argv after 'speedstats') this step runs, in order."""
     command = inputs["command"]
@@ -132,6 +154,10 @@ def plan(inputs):
                 + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"])]
     if command == "fetch-baseline":
         return [fetch_baseline_argv(inputs)]
+    if command == "shard":
+        return [shard_argv(inputs)]
+    if command == "report":
+        return [report_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]

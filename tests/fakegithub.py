@@ -234,15 +234,16 @@ class FakeGitHub:
         if answers_user is None:
             answers_user = user_type != "Bot"
         with self._lock:
-            self._tokens[token] = Token(login=login, write=write, user_type=user_type, answers_user=answers_user,
-                                        may_minimize=may_minimize)
+            self._tokens[token] = Token(login=login, write=write, user_type=user_type,
+                                        answers_user=answers_user, may_minimize=may_minimize)
 
     def add_repo(self, repo):
         with self._lock:
             self._repos.setdefault(repo, {})
             self._runs.setdefault(repo, {})
 
-    def add_pull(self, repo, number, labels=(), head_sha=None, commits=None, head_repo=None, author="someone"):
+    def add_pull(self, repo, number, labels=(), head_sha=None, commits=None, head_repo=None,
+                 author="someone"):
         """A pull request; commits (oldest first) default to [head_sha]; head_repo defaults to repo."""
         self.add_repo(repo)
         shas = list(commits) if commits else [head_sha or f"{number:040x}"]
@@ -802,8 +803,8 @@ def _list_jobs(h, token, record, repo, run_id):
             if job.name not in latest or job.run_attempt >= latest[job.name].run_attempt:
                 latest[job.name] = job
         jobs = sorted(latest.values(), key=lambda j: j.id)
-    items = [{"id": j.id, "run_id": j.run_id, "run_attempt": j.run_attempt, "name": j.name, "status": j.status,
-              "conclusion": j.conclusion, "node_id": f"CR_{j.id}",
+    items = [{"id": j.id, "run_id": j.run_id, "run_attempt": j.run_attempt, "name": j.name,
+              "status": j.status, "conclusion": j.conclusion, "node_id": f"CR_{j.id}",
               "url": f"{h.base}/repos/{repo}/actions/jobs/{j.id}",
               "html_url": f"{h.base}/{repo}/actions/runs/{j.run_id}/job/{j.id}",
               "run_url": f"{h.base}/repos/{repo}/actions/runs/{j.run_id}", "steps": []} for j in jobs]
@@ -828,7 +829,8 @@ def _graphql(h, token, record):
         return _Reply(200, {"data": {"minimizeComment": None}, "errors": [
             {"type": "FORBIDDEN", "path": ["minimizeComment"], "message": FORK_MESSAGE}]})
     if classifier not in ("SPAM", "ABUSE", "OFF_TOPIC", "OUTDATED", "DUPLICATE", "RESOLVED"):
-        return _Reply(200, {"errors": [{"message": f"Argument 'classifier' has an invalid value ({classifier})"}]})
+        message = f"Argument 'classifier' has an invalid value ({classifier})"
+        return _Reply(200, {"errors": [{"message": message}]})
     comment["minimized"] = classifier
     return _Reply(200, {"data": {"minimizeComment": {"minimizedComment": {"isMinimized": True}}}})
 
@@ -838,7 +840,8 @@ def _signature(artifact_id):
 
 
 def _run_json(h, repo, run):
-    return {"id": run.id, "name": run.name, "event": run.event, "status": "completed", "run_attempt": run.run_attempt,
+    return {"id": run.id, "name": run.name, "event": run.event, "status": "completed",
+            "run_attempt": run.run_attempt,
             "conclusion": run.conclusion, "head_sha": run.head_sha, "head_branch": run.branch,
             "head_repository": h._repo_json(run.head_repo), "repository": h._repo_json(repo),
             "url": f"{h.base}/repos/{repo}/actions/runs/{run.id}",

@@ -34,7 +34,8 @@ def results_json(gpu_name, error=None, cancelled=False):
         "cancelled": cancelled,
         "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
                    "input_shape": [2, 3, 64, 64],
-                   "frameworks": {"oneflow": oneflow, "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
+                   "frameworks": {"oneflow": oneflow,
+                                  "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
     })
 
 
@@ -107,7 +108,8 @@ def test_three_gpus_one_failed_one_missing_is_one_comment_failing(gh, tmp_path):
     assert result.rc == 0, result.err
     (comment,) = gh.comments(REPO, PR)
     assert comment["body"] == (
-        f"**a100**\n\n{block('NVIDIA A100')}\n\n**v100**\n\n{block('NVIDIA V100', error='CUDA out of memory')}\n\n"
+        f"**a100**\n\n{block('NVIDIA A100')}\n\n"
+        f"**v100**\n\n{block('NVIDIA V100', error='CUDA out of memory')}\n\n"
         "| GPU | Verdict | State | Details |\n| --- | --- | --- | --- |\n"
         f"| a100 (NVIDIA A100) | ✔️ pass | [passed]({job_url(gh, a100)}) |  |\n"
         f"| v100 (NVIDIA V100) | ❌ fail (score 2) | [failed]({job_url(gh, v100)}) "
@@ -156,8 +158,8 @@ def test_a_cancelled_shard_is_a_cancelled_row_and_the_verdict_incomplete(gh, tmp
     body = stats_comments(gh)[0]["body"]
     assert block("NVIDIA V100", cancelled=True) in body  # the block says it was cancelled, as the old job's
     assert "| [cancelled](" in body and "| cancelled after 1 cases |" in body
-    assert (f"| t4 |  | [cancelled]({job_url(gh, t4)}) | the job was cancelled before it uploaded its results |"
-            in body)
+    assert (f"| t4 |  | [cancelled]({job_url(gh, t4)}) "
+            "| the job was cancelled before it uploaded its results |") in body
     assert "Overall: **incomplete** (1 of 3 GPUs passed, 2 cancelled)" in body
     assert marker_of(body).endswith("verdict=incomplete")
 
@@ -230,9 +232,9 @@ def test_two_reports_racing_leave_one_comment_the_newer(gh, tmp_path):
     make_shard(tmp_path / "b", "a100", sha=SHA2, run_id=RUN + 1)
     gh.hold("POST", "/repos/o/r/issues/7/comments")  # both have listed and found nothing; both create
     with ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(report, gh, tmp_path / "a", sha=SHA1, run_id=RUN, gpus=["a100"], subprocess_=True),
-                pool.submit(report, gh, tmp_path / "b", sha=SHA2, run_id=RUN + 1, gpus=["a100"],
-                            subprocess_=True)]
+        runs = [pool.submit(report, gh, tmp_path / name, sha=sha, run_id=run_id, gpus=["a100"],
+                            subprocess_=True)
+                for name, sha, run_id in (("a", SHA1, RUN), ("b", SHA2, RUN + 1))]
         results = [r.result() for r in runs]
     assert [r.rc for r in results] == [0, 0], [r.err for r in results]
     assert len(gh.requests_matching("POST", "/repos/o/r/issues/7/comments")) == 2
@@ -330,7 +332,8 @@ def shard_zip(folder):
 
 def fork_report(gh, tmp_path, run_id=RUN):
     env = actions_env(gh, TOKEN, REPO, tmp_path, event_name="workflow_run",
-                      event=event_payload("workflow_run", REPO, run_id=run_id, head_sha=SHA1), GITHUB_RUN_ID=1)
+                      event=event_payload("workflow_run", REPO, run_id=run_id, head_sha=SHA1),
+                      GITHUB_RUN_ID=1)
     return run_speedstats(["report", "--gpus", json.dumps(["a100", "v100"]), "--from-run"], env)
 
 
@@ -339,7 +342,8 @@ def test_a_forks_sharded_run_is_one_comment_rendered_from_each_shards_results(fa
     gh.add_pull(REPO, PR, head_sha=SHA1, head_repo="fork/r")
     gh.add_workflow_run(REPO, RUN, SHA1, pull_requests=[], conclusion="failure", head_repo="fork/r",
                         run_attempt=2)
-    for gpu, attempt, error in (("a100", 1, None), ("v100", 1, "first try"), ("v100", 2, "CUDA out of memory")):
+    tries = (("a100", 1, None), ("v100", 1, "first try"), ("v100", 2, "CUDA out of memory"))
+    for gpu, attempt, error in tries:
         folder = make_shard(tmp_path, gpu, attempt=attempt, error=error, body="@everyone free money")
         gh.add_artifact(REPO, RUN, folder.name, shard_zip(folder))
     with pytest.raises(ValueError, match="409 Conflict"):  # upload-artifact v4: a name once per run
@@ -427,3 +431,83 @@ def test_bad_gpu_lists_are_refused(gh, tmp_path, text, message):
 def test_the_gpus_of_a_matrix_object_or_include_list(tmp_path):
     assert shards.parse_gpus('{"gpu": ["a100", "t4"]}') == ["a100", "t4"]
     assert shards.parse_gpus('[{"gpu": "a100", "labels": ["x"]}, {"gpu": "t4"}]') == ["a100", "t4"]
+
+
+# -- size --------------------------------------------------------------------------------------------------
+
+HEAD_ROUNDS = [0.0301, 0.0312, 0.0333, 0.0321, 0.0305, 0.0309, 0.0318, 0.0311, 0.0307, 0.0316]
+BASE_ROUNDS = [0.0251, 0.0262, 0.0255, 0.0271, 0.0258, 0.0263, 0.0257, 0.0266, 0.0259, 0.0261]
+TORCH_ROUNDS = [0.0180, 0.0181, 0.0179, 0.0180, 0.0182, 0.0190, 0.0184, 0.0183, 0.0178, 0.0181]
+
+
+def default_suite_results(gpu_name):
+    """results.json of the default suite measured head against base, every case slower than its base:
+    the largest comment a GPU makes (the block, the head-vs-base table, the confirmations, the builds)."""
+    from speedstats.analysis.paired import judge_paired
+    from speedstats.results import CaseResult, FrameworkResult, Results
+
+    def fw(rounds, times):
+        per_iter = sorted(rounds)[len(rounds) // 2]
+        return FrameworkResult(total_s=per_iter * times, per_iter_s=per_iter, times=times,
+                               rounds_s=list(rounds), round_iterations=times // len(rounds))
+
+    cases = []
+    for spec in load_suite(profile="default").cases:
+        record = CaseResult(id=spec.id, kind=spec.kind, batch_size=spec.batch_size, times=spec.times,
+                            input_shape=spec.input_shape if spec.kind == "resnet50" else None,
+                            num_workers=spec.num_workers, ddp=spec.ddp, world_size=spec.world_size)
+        record.frameworks = {"oneflow": fw(HEAD_ROUNDS, spec.times),
+                             "oneflow_base": fw(BASE_ROUNDS, spec.times),
+                             "pytorch": fw(TORCH_ROUNDS, spec.times)}
+        record.paired = judge_paired(HEAD_ROUNDS, BASE_ROUNDS)
+        record.confirmation = {"flags": [f"{spec.id}: OneFlow +20.0% against the base build"],
+                               "status": "confirmed"}
+        cases.append(record)
+    builds = {role: {"role": role, "family": family, "source": "installed",
+                     "packages": {package: {"version": "0.9.0", "git_commit": "381b12c0ffee"}}}
+              for role, family, package in (("oneflow", "oneflow", "oneflow"),
+                                            ("pytorch", "pytorch", "torch"),
+                                            ("oneflow_base", "oneflow", "oneflow"))}
+    return json.dumps(Results(suite="default", device="cuda", gpu_name=gpu_name, cases=cases,
+                              builds=builds).to_dict())
+
+
+def default_suite_shards(root, gpus, sha=SHA1, run_id=RUN):
+    for gpu in gpus:
+        out = root / f"out-{gpu}"
+        out.mkdir(parents=True)
+        text = default_suite_results(f"NVIDIA {gpu.upper()} with a long product name")
+        (out / "results.json").write_text(text, encoding="utf-8")
+        body = render_speed_stats(results_model.loads(text), load_suite(profile="default")).body
+        (out / "comment.md").write_text(body, encoding="utf-8")
+        shards.write_shard(root / "speedstats-shards" / shards.artifact_name(gpu, 1), gpu, "failure", out,
+                           (PR, sha, run_id, REPO), 1)
+
+
+def test_ten_gpus_of_the_default_suite_are_cut_per_gpu_never_by_a_422(gh, tmp_path):
+    gpus = [f"gpu{i}" for i in range(10)]
+    default_suite_shards(tmp_path, gpus)
+    one_block = (tmp_path / "out-gpu0" / "comment.md").read_text(encoding="utf-8")
+    assert 10 * len(one_block) > 65536  # it would not fit whole
+    result = report(gh, tmp_path, gpus=gpus)
+    assert result.rc == 0, result.err
+    (comment,) = stats_comments(gh)
+    body = comment["body"]
+    assert 65536 - 1000 < len(body) <= 65536
+    assert [r.status for r in gh.requests_matching("POST", "/repos/o/r/issues/7/comments")] == [201]
+    for gpu in gpus:  # each GPU's block is cut alike, closed, and points at where the figures are
+        assert body.count(f"_({gpu}: cut to fit GitHub's limit of 65536 characters per comment, ") == 1
+        assert f"the full figures are in [its job]({run_url(gh)}))_" in body
+    assert body.count("<details>") == body.count("</details>") == 10
+    assert body.count(" ``` ") % 2 == 0
+    assert "| gpu9 (NVIDIA GPU9 with a long product name) | ❌ fail (score " in body
+
+
+def test_eight_gpus_of_the_default_suite_head_against_base_fit_whole(gh, tmp_path):
+    gpus = [f"gpu{i}" for i in range(8)]
+    default_suite_shards(tmp_path, gpus)
+    assert report(gh, tmp_path, gpus=gpus).rc == 0
+    body = stats_comments(gh)[0]["body"]
+    for gpu in gpus:
+        assert (tmp_path / f"out-{gpu}" / "comment.md").read_text(encoding="utf-8") in body
+    assert "cut to fit" not in body

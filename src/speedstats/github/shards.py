@@ -276,8 +276,9 @@ def collect_folders(root):
     """The shards under root: one per folder holding a shard.json (download-artifact's layout, a
     folder per artifact, without merge-multiple). The folder name, the artifact's, must match."""
     root = Path(root)
-    if not root.is_dir():
-        raise UserError(f"--shards: {root}: no such folder (did the download step find no artifact?)")
+    if not root.is_dir():  # download-artifact found none: every GPU is missing (or failed, by its job)
+        print(f"speedstats: {root}: no such folder; no shard was downloaded", file=sys.stderr)
+        return []
     shards = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         if not (folder / MANIFEST_NAME).is_file():
@@ -301,7 +302,8 @@ def collect_artifacts(client, repo, run_id, max_attempt):
         if artifact.expired:
             raise UserError(f"{where}: expired; GitHub no longer has it")
         if artifact.size > MAX_ARCHIVE_BYTES:
-            raise UserError(f"{where}: {artifact.size} bytes, more than the {MAX_ARCHIVE_BYTES} a shard may have")
+            raise UserError(f"{where}: {artifact.size} bytes, more than the {MAX_ARCHIVE_BYTES} "
+                            "a shard may have")
         data = client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES)
         shard = read_shard_zip(data, where)
         if artifact.name != artifact_name(shard.gpu, shard.run_attempt) or shard.run_attempt > max_attempt:
@@ -340,7 +342,8 @@ def latest_per_gpu(shards, jobs_by_gpu, max_attempt):
             continue
         current = by_gpu.get(shard.gpu)
         if current is not None and current.run_attempt == shard.run_attempt:
-            raise UserError(f"{shard.where}: a second shard for GPU {shard.gpu!r} attempt {shard.run_attempt}")
+            raise UserError(f"{shard.where}: a second shard for GPU {shard.gpu!r} "
+                            f"attempt {shard.run_attempt}")
         if current is None or shard.run_attempt > current.run_attempt:
             by_gpu[shard.gpu] = shard
     return by_gpu
