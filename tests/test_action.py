@@ -239,6 +239,22 @@ def test_fetch_baseline_inputs(tmp_path):
                        "--branch release/0.9\n")
 
 
+def test_github_deadline_reaches_every_github_command(tmp_path):
+    deadline = {"github-deadline": "45"}
+    assert planned(tmp_path, command="comment", **{"body-file": "c.md"}, **deadline) == (
+        "speedstats comment --body-file c.md --mode update --github-deadline 45\n")
+    docs = {"docs-base-url": "https://d.example"}
+    assert planned(tmp_path, command="docs-preview", **docs, **deadline) == (
+        "speedstats docs-preview --base-url https://d.example --mode update --github-deadline 45\n")
+    assert planned(tmp_path, command="automerge-guard", job="build", **deadline) == (
+        "speedstats automerge-guard --job build --label automerge --status failure --github-deadline 45\n")
+    assert planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml"}, **deadline) == (
+        "speedstats fetch-baseline --workflow b.yml --artifact wheelhouse --dest speedstats-out/baseline "
+        "--github-deadline 45\n")
+    run, comment = planned(tmp_path, command="run-and-comment", **deadline).splitlines()
+    assert comment.endswith("--github-deadline 45") and "deadline" not in run
+
+
 def test_underscore_spelling_works_outside_the_runner(tmp_path):
     env = clean_environ()
     env.update({"INPUT_COMMAND": "comment", "INPUT_BODY_FILE": "x.md", "INPUT_COMMENT_MODE": "new"})

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from speedstats.bench.builds import (
-    FAMILIES,
     BuildSource,
     parse_build_spec,
     prepare_build,
     prepare_builds,
 )
 from speedstats.bench.environment import subprocess_env
+from speedstats.contenders import FAMILIES, family_packages
 from speedstats.errors import UserError
 
 WHEEL_TAIL = "cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -206,7 +206,8 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     oneflow = provenance["packages"]["oneflow"]
     assert oneflow == {"version": "0.0.1+fake", "module_version": "0.0.1+fake", "git_commit": "abc1234",
                        "wheel": oneflow_wheel.name, "sha256": sha256(oneflow_wheel), "requirement": None,
-                       "file": str(site / "oneflow" / "__init__.py")}
+                       "file": str(site / "oneflow" / "__init__.py"),
+                       "cuda": None}  # the stand-in has no oneflow.sysconfig: its CUDA version is untold
     assert provenance["packages"]["flowvision"]["file"] == str(site / "flowvision" / "__init__.py")
     assert provenance["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert set(provenance["environment"]) >= {"numpy", "pillow"}
@@ -355,7 +356,8 @@ def test_the_installed_oneflow_and_pytorch_are_probed(tmp_path):
     entry = oneflow.provenance["packages"]["oneflow"]
     assert entry["version"] == "0.9.0" and entry["git_commit"] == "381b12c" and entry["wheel"] is None
     torch = pytorch.provenance["packages"]["torch"]
-    assert torch["version"] and torch["git_commit"] and set(pytorch.provenance["packages"]) == set(FAMILIES["pytorch"])
+    assert torch["version"] and torch["git_commit"]
+    assert set(pytorch.provenance["packages"]) == set(family_packages("pytorch"))
     assert cache_entries(tmp_path / "cache") == []
 
 

@@ -125,14 +125,16 @@ def image_env(instructions):
     return env
 
 
-def test_the_nvidia_runtime_gives_the_gpus_and_refuses_a_driver_too_old_for_torch(instructions):
+def test_the_nvidia_runtime_gives_the_gpus_and_leaves_the_driver_check_to_the_run(instructions):
     env = image_env(instructions)
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
-    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # utility: NVML, for the GPU name
-    # torch 2.14.1 from PyPI is a CUDA 13.0 build (the nvidia-*-cu13 wheels in the lock): driver 580+
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # utility: NVML, for the GPU's state
+    # The pinned torch is a CUDA 13.0 build, but a workflow may pick an older one for an older driver:
+    # the runtime must start the container on any driver, and the run checks it (bench.driver_check).
     lock = read_pins(ROOT / "constraints.txt")
     assert lock["torch"] == "2.14.1" and lock["nvidia-cuda-runtime"].startswith("13.0.")
-    assert env["NVIDIA_REQUIRE_CUDA"] == "cuda>=13.0"
+    assert not any(name.startswith("NVIDIA_REQUIRE_") for name in env)
+    assert "NVIDIA_DISABLE_REQUIRE" not in env  # nothing to disable: no requirement is set
 
 
 def test_hadolint_passes():

@@ -17,6 +17,7 @@ from speedstats import results as results_model
 from speedstats.github import shards
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
+from speedstats.verdict import judge
 
 REPO = "o/r"
 PR = 7
@@ -39,8 +40,13 @@ def results_json(gpu_name, error=None, cancelled=False):
     })
 
 
+def render(text, suite):
+    results = results_model.loads(text)
+    return render_speed_stats(results, suite, judge(results, suite))
+
+
 def block(gpu_name, **kwargs):
-    return render_speed_stats(results_model.loads(results_json(gpu_name, **kwargs)), SMOKE).body
+    return render(results_json(gpu_name, **kwargs), SMOKE)
 
 
 def job_env(monkeypatch, sha, run_id, attempt):
@@ -478,7 +484,7 @@ def default_suite_shards(root, gpus, sha=SHA1, run_id=RUN):
         out.mkdir(parents=True)
         text = default_suite_results(f"NVIDIA {gpu.upper()} with a long product name")
         (out / "results.json").write_text(text, encoding="utf-8")
-        body = render_speed_stats(results_model.loads(text), load_suite(profile="default")).body
+        body = render(text, load_suite(profile="default"))
         (out / "comment.md").write_text(body, encoding="utf-8")
         shards.write_shard(root / "speedstats-shards" / shards.artifact_name(gpu, 1), gpu, "failure", out,
                            (PR, sha, run_id, REPO), 1)

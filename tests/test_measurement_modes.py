@@ -71,10 +71,11 @@ def test_the_shared_resnet50_is_the_old_model_under_both_frameworks(tmp_path, im
 MODE_STEP = """
     import json, sys
     from speedstats.bench.worker import FRAMEWORK_CLASSES, ResNet50Step
+    from speedstats.bench.workerspec import WorkerSpec
 
     framework, mode = sys.argv[1], sys.argv[2]
-    spec = {"framework": framework, "ddp": False, "device": "cpu", "mode": mode, "model": "shared",
-            "batch_size": 2, "image_size": 64}
+    spec = WorkerSpec(framework=framework, ddp=False, device="cpu", mode=mode, model="shared",
+                      batch_size=2, image_size=64)
     fw = FRAMEWORK_CLASSES[framework](spec)
     step = ResNet50Step(fw, spec)
     grads = []
@@ -118,6 +119,7 @@ DATALOADER_TIMING = """
     import json, os, sys, time
     import numpy as np
     from speedstats.bench.worker import FRAMEWORK_CLASSES, EpochBatches
+    from speedstats.bench.workerspec import WorkerSpec
 
     framework, log_dir, num_workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
     BATCH, WARMUP, ROUNDS, TIMES = 2, 2, 2, 3
@@ -135,7 +137,7 @@ DATALOADER_TIMING = """
             return np.full((3, 4, 4), index, dtype=np.float32), index
 
 
-    fw = FRAMEWORK_CLASSES[framework]({"framework": framework, "ddp": False, "device": "cpu"})
+    fw = FRAMEWORK_CLASSES[framework](WorkerSpec(framework=framework, ddp=False, device="cpu"))
     batches = EpochBatches(fw, RecordingDataset(), BATCH, num_workers, seed=0)
     batches.warm_up(WARMUP)
     rounds = []

@@ -191,8 +191,14 @@ def base_branch(environ=None):
 
 
 def _append(path, text):
-    with open(path, "a", encoding="utf-8", newline="") as f:
-        f.write(text)
+    from speedstats.errors import UserError
+
+    try:
+        with open(path, "a", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as exc:  # a full disk: the runner's file, appended to, cannot be replaced whole
+        why = exc.strerror or type(exc).__name__
+        raise UserError(f"{path}: cannot append to the Actions file: {why}") from None
 
 
 def format_output(name, value):

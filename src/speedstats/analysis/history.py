@@ -93,7 +93,7 @@ def check_history_file(path):
 
 def _entry(text, number, where):
     try:
-        record = json.loads(text)
+        record = results_model.parse_json(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:

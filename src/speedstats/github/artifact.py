@@ -101,6 +101,7 @@ def verify(client, repo, run, bundle, where):
 def render_body(bundle, args):
     from speedstats.render import render_speed_stats
     from speedstats.suite import builtin_profiles, load_suite
+    from speedstats.verdict import judge
 
     results = bundle.results
     if args.suite or args.profile:
@@ -109,7 +110,7 @@ def render_body(bundle, args):
         suite = load_suite(profile=results.suite)
     else:
         suite = None
-    return render_speed_stats(results, suite).body
+    return render_speed_stats(results, suite, judge(results, suite))
 
 
 def post_from_artifact_command(args):

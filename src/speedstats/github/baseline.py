@@ -48,7 +48,8 @@ def register(subparsers):
                    help=f"only runs triggered by this event (default: {DEFAULT_EVENT}; 'any' for all)")
     p.add_argument("--dest", default=DEFAULT_DEST, metavar="DIR",
                    help=f"folder for the wheel(s) (default: {DEFAULT_DEST}); emptied of earlier wheels first")
-    add_common_options(p, pull_request=False, dry_run=False, author=False)
+    add_common_options(p, pull_request=False, dry_run=False, author=False,
+                       deadline_note=f"; the download of the wheels has its own {DOWNLOAD_DEADLINE_S / 60:g} minutes")
     p.set_defaults(func=fetch_baseline_command)
 
 
@@ -126,7 +127,7 @@ def fetch_baseline_command(args):
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
             client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
-                            deadline_s=DOWNLOAD_DEADLINE_S)
+                            deadline_s=DOWNLOAD_DEADLINE_S, own_deadline=True)
             archive.flush()
             wheels = extract_wheels(archive.name, dest, where)
         path = wheels[0] if len(wheels) == 1 else dest

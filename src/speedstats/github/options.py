@@ -4,6 +4,9 @@ A command module adds them with add_common_options (and add_mode_option where it
 then declares its own flags. No command imports another's flags.
 """
 
+import argparse
+
+from speedstats.github.client import COMMAND_DEADLINE_ENV, DEFAULT_COMMAND_DEADLINE_S
 from speedstats.github.context import DEFAULT_API_URL
 
 AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own login from GET /user; "
@@ -12,8 +15,8 @@ AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own
                "is ignored")
 
 
-def add_common_options(parser, *, pull_request=True, dry_run=True, author=True):
-    """--repo, --token and --api-url; with pull_request, --pr, --head-sha and --run-id (the pull request
+def add_common_options(parser, *, pull_request=True, dry_run=True, author=True, deadline_note=""):
+    """--repo, --token, --api-url and --github-deadline (deadline_note ends its help); with pull_request, --pr, --head-sha and --run-id (the pull request
     to act on); with dry_run, --dry-run; with author, --author (whose comments are the bot's)."""
     if pull_request:
         parser.add_argument("--pr", type=int, metavar="N",
@@ -29,6 +32,7 @@ def add_common_options(parser, *, pull_request=True, dry_run=True, author=True):
                                         "prefer the environment, a flag shows in the process list")
     parser.add_argument("--api-url", metavar="URL",
                         help=f"REST API base URL (default: $GITHUB_API_URL or {DEFAULT_API_URL})")
+    add_deadline_option(parser, deadline_note)
     if dry_run:
         parser.add_argument("--dry-run", action="store_true",
                             help="print what would be sent; write nothing")
@@ -36,6 +40,24 @@ def add_common_options(parser, *, pull_request=True, dry_run=True, author=True):
         parser.set_defaults(dry_run=False)
     if author:
         parser.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
+
+
+def _deadline(text):
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_deadline_option(parser, note=""):
+    parser.add_argument("--github-deadline", type=_deadline, metavar="SECONDS",
+                        help="give up on GitHub (exit 5) after this long, every call, retry and wait of the "
+                             f"command together (default: ${COMMAND_DEADLINE_ENV}, else "
+                             f"{DEFAULT_COMMAND_DEADLINE_S:g}){note}")
 
 
 def add_mode_option(parser):

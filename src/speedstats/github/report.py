@@ -83,9 +83,13 @@ class Judge:
         return self._suites[key]
 
     def render(self, results):
+        """(verdict, body): the results judged, and their Speed stats block."""
         from speedstats.render import render_speed_stats
+        from speedstats.verdict import judge
 
-        return render_speed_stats(results, self.suite(results))
+        suite = self.suite(results)
+        verdict = judge(results, suite)
+        return verdict, render_speed_stats(results, suite, verdict)
 
 
 def _cell(text):
@@ -103,19 +107,19 @@ def build_rows(gpus, chosen, jobs, judge, run_url, verbatim=True):
         row = GpuRow(gpu, MISSING, (job.html_url if job is not None and job.html_url else None) or run_url)
         if shard is not None and shard.results_json is not None:
             results = shard.results
-            rendered = judge.render(results)
+            verdict, rendered_body = judge.render(results)
             row.name = markdown_safe(results.gpu_name, GPU_NAME_LIMIT)
-            row.body = shard.body if verbatim and shard.body else rendered.body
-            score = rendered.score
-            row.verdict = PASS_MARK + "pass" if rendered.passed else f"{FAIL_MARK}fail (score {score})"
+            row.body = shard.body if verbatim and shard.body else rendered_body
+            score = verdict.score
+            row.verdict = PASS_MARK + "pass" if verdict.passed else f"{FAIL_MARK}fail (score {score})"
             if results.cancelled or shard.status == "cancelled":
                 row.state = CANCELLED
                 row.details = _cell(f"cancelled after {len(results.cases)} cases")
-            elif rendered.passed:
+            elif verdict.passed:
                 row.state = PASSED
             else:
                 row.state = FAILED
-                row.failures = [_cell(reason) for reason in rendered.reasons] or [_cell("the verdict failed")]
+                row.failures = [_cell(reason) for reason in verdict.reasons] or [_cell("the verdict failed")]
         elif shard is not None:
             row.state = CANCELLED if shard.status == "cancelled" else FAILED
             text = shard.error or "no results"

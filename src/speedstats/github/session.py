@@ -26,7 +26,7 @@ def make_client(args, environ=None):
         if args.dry_run:
             return None
         raise UserError("token: none given (set GITHUB_TOKEN, or pass --token)")
-    return GitHubClient(token, api_url, RetryPolicy.from_env(environ))
+    return GitHubClient(token, api_url, RetryPolicy.from_env(environ, getattr(args, "github_deadline", None)))
 
 
 def target_or_none(args):
