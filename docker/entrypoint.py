@@ -18,7 +18,8 @@ from pathlib import Path
 # unreachable, internal error) fails the step.
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED
 
-COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline")
+COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
+            "report")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -51,6 +52,11 @@ DEFAULTS = {
     "baseline-branch": "",
     "required-label": "",
     "github-deadline": "",
+    "gpu": "",
+    "gpus": "",
+    "shard-dir": "speedstats-shard",
+    "shards-dir": "speedstats-shards",
+    "notify-on-flip": "author",
 }
 
 
@@ -117,6 +123,22 @@ def fetch_baseline_argv(inputs):
             + _optional("--branch", inputs["baseline-branch"]) + _deadline(inputs))
 
 
+def shard_argv(inputs):
+    if not inputs["gpu"]:
+        raise InputError("input 'gpu': needed by command 'shard'")
+    return ["shard", "--gpu", inputs["gpu"], "--out", inputs["out"], "--dir", inputs["shard-dir"],
+            "--status", inputs["status"]]
+
+
+def report_argv(inputs):
+    if not inputs["gpus"]:
+        raise InputError("input 'gpus': needed by command 'report'")
+    return (["report", "--gpus", inputs["gpus"], "--shards", inputs["shards-dir"],
+             "--notify-on-flip", inputs["notify-on-flip"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"]) + _deadline(inputs))
+
+
 def plan(inputs):
     """The speedstats commands (argv after 'speedstats') this step runs, in order."""
     command = inputs["command"]
@@ -139,6 +161,10 @@ def plan(inputs):
                 + _deadline(inputs)]
     if command == "fetch-baseline":
         return [fetch_baseline_argv(inputs)]
+    if command == "shard":
+        return [shard_argv(inputs)]
+    if command == "report":
+        return [report_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]

@@ -11,6 +11,14 @@ It speaks the endpoints the bot uses, closely enough for PyGithub:
     GET    /repos/{o}/{r}/actions/workflows/{wf}/runs  (filters branch, status, event; newest first)
     GET    /repos/{o}/{r}/actions/artifacts/{id}/zip   (302 to the storage server, which serves the zip)
     GET    /user                                       (403 for an installation token, as GITHUB_TOKEN)
+    GET    /repos/{o}/{r}/actions/runs/{id}/jobs       (filter=latest: each job's latest attempt; or all)
+    POST   /graphql                                    (the minimizeComment mutation only)
+
+Comments: a body over 65,536 characters is a 422, as on GitHub. A created comment's @mentions are
+recorded in gh.notified (an edit notifies nobody, so edits record none); a hidden comment carries
+"minimized" (its classifier, e.g. OUTDATED) in gh.comments(). An installation token may hide
+comments unless add_token(..., may_minimize=False), which gets GraphQL's FORBIDDEN error. An artifact
+name used twice in one run raises, as upload-artifact v4 gets a 409 Conflict.
 
 Artifact downloads redirect, as GitHub's do, to blob storage on another host: a second loopback server
 (127.0.0.2 where it can bind, else another port) at gh.storage_url, serving /_blobs/{id}?sig=... with a
@@ -76,6 +84,7 @@ class Token:
     # GET /user: a person's token (or an app's user token) is told who it is; an installation token,
     # GITHUB_TOKEN among them, gets 403 "Resource not accessible by integration".
     answers_user: bool = False
+    may_minimize: bool = True  # GraphQL minimizeComment
 
 
 @dataclass
@@ -117,6 +126,7 @@ class _Issue:
     labels: list[str] = field(default_factory=list)
     commits: list[str] = field(default_factory=list)  # pull requests: oldest first, last is the head
     head_repo: str | None = None
+    author: str = "someone"
 
 
 @dataclass
@@ -130,6 +140,17 @@ class _Run:
     name: str
     workflow: str | None = None  # file name, e.g. build.yml
     branch: str = "pr"
+    run_attempt: int = 1
+
+
+@dataclass
+class _Job:
+    id: int
+    run_id: int
+    name: str
+    run_attempt: int
+    status: str
+    conclusion: str | None
 
 
 @dataclass
@@ -150,6 +171,8 @@ class FakeGitHub:
         self._comments: dict[int, dict] = {}  # id -> {"repo", "number", "body", "login", "user_type", ...}
         self._runs: dict[str, dict[int, _Run]] = {}
         self._artifacts: dict[int, _Artifact] = {}
+        self._jobs: dict[int, _Job] = {}
+        self.notified: list[tuple[int, str]] = []  # (comment id, login) for each @mention of a new comment
         self._faults: list[Fault] = []
         self._holds: list[Hold] = []
         self._next_id = 1000
@@ -205,26 +228,29 @@ class FakeGitHub:
 
     # -- setting up state ------------------------------------------------------------------------------
 
-    def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot", answers_user=None):
+    def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot", answers_user=None,
+                  may_minimize=True):
         """answers_user: whether GET /user says who the token is (default: for a User's token only)."""
         if answers_user is None:
             answers_user = user_type != "Bot"
         with self._lock:
-            self._tokens[token] = Token(login=login, write=write, user_type=user_type, answers_user=answers_user)
+            self._tokens[token] = Token(login=login, write=write, user_type=user_type,
+                                        answers_user=answers_user, may_minimize=may_minimize)
 
     def add_repo(self, repo):
         with self._lock:
             self._repos.setdefault(repo, {})
             self._runs.setdefault(repo, {})
 
-    def add_pull(self, repo, number, labels=(), head_sha=None, commits=None, head_repo=None):
+    def add_pull(self, repo, number, labels=(), head_sha=None, commits=None, head_repo=None,
+                 author="someone"):
         """A pull request; commits (oldest first) default to [head_sha]; head_repo defaults to repo."""
         self.add_repo(repo)
         shas = list(commits) if commits else [head_sha or f"{number:040x}"]
         if head_sha and shas[-1] != head_sha:
             shas.append(head_sha)
         with self._lock:
-            self._repos[repo][number] = _Issue(number, True, list(labels), shas, head_repo or repo)
+            self._repos[repo][number] = _Issue(number, True, list(labels), shas, head_repo or repo, author)
         return number
 
     def add_issue(self, repo, number, labels=()):
@@ -250,7 +276,8 @@ class FakeGitHub:
             return self._store_comment(repo, number, body, login, user_type)["id"]
 
     def add_workflow_run(self, repo, run_id, head_sha, pull_requests=(), conclusion="success",
-                         event="pull_request", head_repo=None, name="Speed stats", workflow=None, branch="pr"):
+                         event="pull_request", head_repo=None, name="Speed stats", workflow=None, branch="pr",
+                         run_attempt=1):
         """A completed workflow run. A fork's run has pull_requests=() and head_repo='fork/r'.
 
         workflow (a file name such as build.yml) lists the run under /actions/workflows/{workflow}/runs,
@@ -261,16 +288,33 @@ class FakeGitHub:
             if workflow is not None:
                 self._workflow_ids.setdefault(workflow, 800 + len(self._workflow_ids))
             self._runs[repo][run_id] = _Run(run_id, head_sha, list(pull_requests), conclusion, event,
-                                            head_repo or repo, name, workflow, branch)
+                                            head_repo or repo, name, workflow, branch, run_attempt)
         return run_id
+
+    def rerun(self, repo, run_id):
+        """A re-run of the run (of its failed jobs): its attempt goes up by one; returns the new attempt."""
+        with self._lock:
+            run = self._runs[repo][run_id]
+            run.run_attempt += 1
+            return run.run_attempt
+
+    def add_job(self, repo, run_id, name, conclusion="success", run_attempt=1, status="completed"):
+        """A job of a run in one attempt (a matrix job is named e.g. 'speed-stats (a100)'). Returns its id."""
+        with self._lock:
+            self._next_id += 1
+            self._jobs[self._next_id] = _Job(self._next_id, run_id, name, run_attempt, status, conclusion)
+            return self._next_id
 
     def workflow_id(self, workflow):
         with self._lock:
             return self._workflow_ids[workflow]
 
     def add_artifact(self, repo, run_id, name, data, expired=False):
-        """An artifact of a run; data is the zip archive's bytes. Returns its id."""
+        """An artifact of a run; data is the zip archive's bytes. Returns its id. A name the run already
+        has is refused, as upload-artifact v4 is (409 Conflict)."""
         with self._lock:
+            if any(a.run_id == run_id and a.name == name for a in self._artifacts.values()):
+                raise ValueError(f"409 Conflict: an artifact named {name!r} already exists in run {run_id}")
             self._next_id += 1
             self._artifacts[self._next_id] = _Artifact(self._next_id, run_id, name, bytes(data), expired)
             return self._next_id
@@ -331,8 +375,11 @@ class FakeGitHub:
         self._next_id += 1
         now = self._tick()
         comment = {"id": self._next_id, "repo": repo, "number": number, "body": body, "login": login,
-                   "user_type": user_type, "created_at": now, "updated_at": now}
+                   "user_type": user_type, "created_at": now, "updated_at": now, "minimized": None}
         self._comments[comment["id"]] = comment
+        # GitHub notifies whom a new comment mentions (not in code, not after a word joiner)
+        for mention in re.findall(r"(?<![\w`])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))(?![\w\u2060-])", body):
+            self.notified.append((comment["id"], mention))
         return comment
 
     def _take_fault(self, method, path):
@@ -535,6 +582,7 @@ class _Handler(BaseHTTPRequestHandler):
         return {
             "number": issue.number, "state": "open", "url": f"{self.base}/repos/{repo}/pulls/{issue.number}",
             "html_url": f"{self.base}/{repo}/pull/{issue.number}",
+            "user": self._user(issue.author, "User"),
             "head": {"sha": head, "ref": f"pr-{issue.number}", "repo": self._repo_json(issue.head_repo)},
             "base": {"sha": "0" * 40, "ref": "main", "repo": self._repo_json(repo)},
             "labels": [self._label_json(repo, n) for n in issue.labels],
@@ -745,12 +793,55 @@ def _download_artifact(h, token, record, repo, artifact_id):
     return _Reply(302, headers={"Location": location})
 
 
+@_route("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)/jobs")
+def _list_jobs(h, token, record, repo, run_id):
+    run = h._run(repo, run_id)
+    jobs = sorted((j for j in h.fake._jobs.values() if j.run_id == run.id), key=lambda j: j.id)
+    if (record.query.get("filter") or ["latest"])[0] == "latest":  # each job name in its latest attempt
+        latest = {}
+        for job in jobs:
+            if job.name not in latest or job.run_attempt >= latest[job.name].run_attempt:
+                latest[job.name] = job
+        jobs = sorted(latest.values(), key=lambda j: j.id)
+    items = [{"id": j.id, "run_id": j.run_id, "run_attempt": j.run_attempt, "name": j.name,
+              "status": j.status, "conclusion": j.conclusion, "node_id": f"CR_{j.id}",
+              "url": f"{h.base}/repos/{repo}/actions/jobs/{j.id}",
+              "html_url": f"{h.base}/{repo}/actions/runs/{j.run_id}/job/{j.id}",
+              "run_url": f"{h.base}/repos/{repo}/actions/runs/{j.run_id}", "steps": []} for j in jobs]
+    chunk, headers = h._paginate(record, items)
+    return _Reply(200, {"total_count": len(items), "jobs": chunk}, headers)
+
+
+@_route("POST", "/graphql")
+def _graphql(h, token, record):
+    payload = h._json_body(record)
+    query, variables = payload.get("query") or "", payload.get("variables") or {}
+    if "minimizeComment" not in query:
+        return _Reply(200, {"errors": [{"message": "this fake knows the minimizeComment mutation only"}]})
+    subject = (variables.get("input") or {}).get("subjectId") or ""
+    classifier = (variables.get("input") or {}).get("classifier")
+    comment = h.fake._comments.get(int(subject[3:])) if re.fullmatch(r"IC_\d+", subject) else None
+    if comment is None:
+        return _Reply(200, {"data": {"minimizeComment": None}, "errors": [
+            {"type": "NOT_FOUND", "path": ["minimizeComment"],
+             "message": f"Could not resolve to a node with the global id of '{subject}'"}]})
+    if not token.write or not token.may_minimize:
+        return _Reply(200, {"data": {"minimizeComment": None}, "errors": [
+            {"type": "FORBIDDEN", "path": ["minimizeComment"], "message": FORK_MESSAGE}]})
+    if classifier not in ("SPAM", "ABUSE", "OFF_TOPIC", "OUTDATED", "DUPLICATE", "RESOLVED"):
+        message = f"Argument 'classifier' has an invalid value ({classifier})"
+        return _Reply(200, {"errors": [{"message": message}]})
+    comment["minimized"] = classifier
+    return _Reply(200, {"data": {"minimizeComment": {"minimizedComment": {"isMinimized": True}}}})
+
+
 def _signature(artifact_id):
     return f"s{artifact_id * 7919 % 100003:05d}"
 
 
 def _run_json(h, repo, run):
     return {"id": run.id, "name": run.name, "event": run.event, "status": "completed",
+            "run_attempt": run.run_attempt,
             "conclusion": run.conclusion, "head_sha": run.head_sha, "head_branch": run.branch,
             "head_repository": h._repo_json(run.head_repo), "repository": h._repo_json(repo),
             "url": f"{h.base}/repos/{repo}/actions/runs/{run.id}",

@@ -155,7 +155,8 @@ def test_entrypoint_knows_every_input_with_the_same_default():
 
 def test_outputs_are_the_ones_the_commands_set():
     assert set(action()["outputs"]) == {"verdict", "score", "regressions", "likely-regressions", "results",
-                                        "comment-file", "comment-url", "baseline-path"}
+                                        "comment-file", "comment-url", "baseline-path", "failed-gpus",
+                                        "artifact-name"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
@@ -183,6 +184,24 @@ def test_run_and_comment_posts_the_rendered_body(tmp_path):
     printed = planned(tmp_path, out="results dir", pr="12", **{"comment-mode": "new"})
     assert printed == ("speedstats run --device cuda --out 'results dir'\n"
                        "speedstats comment --body-file 'results dir/comment.md' --mode new --pr 12\n")
+
+
+def test_matrix_inputs_reach_shard_and_report(tmp_path):
+    assert planned(tmp_path, command="shard", gpu="a100", status="success") == (
+        "speedstats shard --gpu a100 --out speedstats-out --dir speedstats-shard --status success\n")
+    printed = planned(tmp_path, command="report", gpus='["a100", "t4"]', suite=".github/speed.yml",
+                      **{"shards-dir": "shards", "notify-on-flip": "alice, bob"})
+    assert printed == ("speedstats report --gpus '[\"a100\", \"t4\"]' --shards shards --notify-on-flip "
+                       "'alice, bob' --suite .github/speed.yml\n")
+
+
+@pytest.mark.parametrize("command, missing", [("shard", "gpu"), ("report", "gpus")])
+def test_matrix_commands_name_the_input_they_miss(tmp_path, command, missing):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    proc = run_entrypoint(action_env(workspace, inputs={"command": command}), workspace, ["--print"])
+    assert proc.returncode == 2
+    assert f"input '{missing}': needed by command '{command}'" in proc.stderr
 
 
 def test_comment_inputs(tmp_path):
@@ -246,7 +265,7 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
 
 @pytest.mark.parametrize(("inputs", "message"), [
     ({"command": "benchmark"}, ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
-                               "automerge-guard, fetch-baseline, got 'benchmark'")),
+                               "automerge-guard, fetch-baseline, shard, report, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),

@@ -17,7 +17,7 @@ from test_action import action, clean_environ
 ROOT = Path(__file__).resolve().parents[1]
 README_LINES_MAX = 300
 DOCS = ["README.md", "CONTRIBUTING.md", "docs/methodology.md", "docs/runner.md", "docs/measurements.md",
-        "docs/forks.md", "docs/reading-the-comparison.md"]
+        "docs/forks.md", "docs/reading-the-comparison.md", "docs/matrix.md"]
 
 
 def read(name):

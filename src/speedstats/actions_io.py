@@ -63,6 +63,16 @@ def run_id(environ=None):
     return _int(_environ(environ).get("GITHUB_RUN_ID"))
 
 
+def run_attempt(environ=None):
+    """The workflow run's attempt ($GITHUB_RUN_ATTEMPT: 1, then 2 for a re-run), or None."""
+    return _int(_environ(environ).get("GITHUB_RUN_ATTEMPT"))
+
+
+def server_url(environ=None):
+    """The web address of GitHub ($GITHUB_SERVER_URL, e.g. https://github.com), or None."""
+    return (_environ(environ).get("GITHUB_SERVER_URL") or "").rstrip("/") or None
+
+
 def commit_sha(environ=None):
     """The commit the workflow run is for ($GITHUB_SHA), or None."""
     return _environ(environ).get("GITHUB_SHA") or None

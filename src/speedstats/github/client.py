@@ -102,6 +102,16 @@ class WorkflowRunInfo:
     event: str
     conclusion: str | None
     pull_requests: list[int]
+    run_attempt: int = 1
+
+
+@dataclass
+class JobInfo:
+    name: str
+    status: str | None  # queued, in_progress, completed
+    conclusion: str | None  # success, failure, cancelled, skipped, timed_out, ...
+    html_url: str | None
+    run_attempt: int
 
 
 @dataclass
@@ -403,6 +413,30 @@ class GitHubClient:
 
         return self._call(f"get pull request {target}", fetch)
 
+    def pull_author(self, target):
+        """(head sha, the author's login) of the pull request, in one request."""
+        pull = self._repo(target.repo).get_pull(target.pr_number)
+        return self._call(f"get pull request {target}", lambda: (pull.head.sha, pull.user.login))
+
+    def run_jobs(self, repo, run_id):
+        """The jobs of a run, each in its latest attempt (a re-run job replaces its earlier try)."""
+        from github.PaginatedList import PaginatedList
+        from github.WorkflowJob import WorkflowJob
+
+        run = self._run(repo, run_id)
+
+        def fetch():
+            # run.jobs() wants the run's jobs_url, which a lazy run object has not fetched
+            jobs = PaginatedList(WorkflowJob, run.requester, f"{run.url}/jobs", {"filter": "latest"},
+                                 list_item="jobs")
+            return [JobInfo(j.name, j.status, j.conclusion, j.html_url, j.run_attempt or 1) for j in jobs]
+
+        return self._call(f"list jobs of run {run_id}", fetch)
+
+    def minimize_comment(self, comment, classifier="OUTDATED"):
+        """Hide a comment (GraphQL minimizeComment); True when GitHub says it is hidden."""
+        return self._call(f"hide comment {comment.id}", lambda: comment.raw.minimize(classifier))
+
     def pull_commits(self, target):
         pull = self._repo(target.repo).get_pull(target.pr_number)
         return self._call(f"list commits of {target}", lambda: [c.sha for c in pull.get_commits()])
@@ -422,7 +456,7 @@ class GitHubClient:
             return WorkflowRunInfo(
                 id=run.id, head_sha=run.head_sha, head_repo=head_repo.full_name if head_repo else None,
                 event=run.event, conclusion=run.conclusion,
-                pull_requests=[p.number for p in run.pull_requests],
+                pull_requests=[p.number for p in run.pull_requests], run_attempt=run.run_attempt or 1,
             )
 
         return self._call(f"get workflow run {run_id} of {repo}", fetch)

@@ -6,6 +6,10 @@ comment that GitHub does not render:
     <!-- speedstats:speed-stats head=<sha> run=<run id> -->
     <!-- speedstats:docs-preview -->
     <!-- speedstats:automerge-removed job=<job, %-quoted> head=<sha> run=<run id> -->
+    <!-- speedstats:speed-alert head=<sha> run=<run id> state=open|resolved -->
+
+A matrix report (github/report.py) is a speed-stats comment whose marker also carries
+`attempt=<run attempt>` and `verdict=pass|fail|incomplete`; its turning-red notice is a speed-alert.
 
 Fields are `key=value`, values %-quoted (urllib.parse.quote) so a job name with spaces stays one
 field; `post=<nonce>` is added in `--mode new` to tell one's own fresh comment from an earlier one.
@@ -22,7 +26,8 @@ from dataclasses import dataclass, field
 SPEED_STATS = "speed-stats"
 DOCS_PREVIEW = "docs-preview"
 AUTOMERGE_REMOVED = "automerge-removed"
-KINDS = (SPEED_STATS, DOCS_PREVIEW, AUTOMERGE_REMOVED)
+SPEED_ALERT = "speed-alert"
+KINDS = (SPEED_STATS, DOCS_PREVIEW, AUTOMERGE_REMOVED, SPEED_ALERT)
 
 MAX_COMMENT_CHARS = 65536  # GitHub rejects longer bodies ("body is too long (maximum is 65536 characters)")
 
@@ -48,6 +53,15 @@ class Marker:
     def run_id(self) -> int | None:
         value = self.fields.get("run", "")
         return int(value) if value.isdigit() else None
+
+    @property
+    def run_attempt(self) -> int | None:
+        value = self.fields.get("attempt", "")
+        return int(value) if value.isdigit() else None
+
+    @property
+    def verdict(self) -> str | None:
+        return self.fields.get("verdict")
 
     def render(self):
         parts = [f"speedstats:{self.kind}"]

@@ -31,6 +31,8 @@ class Outcome:
     action: str  # created, updated, unchanged, kept-newer, skipped, dry-run
     message: str
     comment: object | None = None  # client.Comment
+    previous: object | None = None  # the marker of the comment found before writing (a Marker), if any
+    listing: list | None = None  # the comments as listed before writing
 
     @property
     def url(self):
@@ -73,10 +75,15 @@ def legacy_comments(comments, kind, author=None):
 
 class HeadOrder:
     """Orders results by their head commit's place in the pull request (later is newer, unknown
-    first), then by run id (a later run of the same commit is newer)."""
+    first), then by run id (a later run of the same commit is newer), then by run attempt.
 
-    def __init__(self, client, target):
+    current_head, the pull request's head as the API gives it now, when known, outranks the commit
+    list: results of the current head are newer than any other, even past the 250 commits that the
+    list shows or after a force-push."""
+
+    def __init__(self, client, target, current_head=None):
         self.client, self.target = client, target
+        self.current_head = current_head
         self._index = None
 
     def rank(self, sha):
@@ -89,8 +96,13 @@ class HeadOrder:
 
     def keys(self, markers):
         """A sort key per marker; the commit list is fetched only when the heads differ."""
-        several_heads = len({m.head_sha for m in markers}) > 1
-        return [(self.rank(m.head_sha) if several_heads else 0, m.run_id or -1) for m in markers]
+        # Results of the current head outrank the others, so the commit list is needed only between
+        # two other heads.
+        heads = {m.head_sha for m in markers}
+        several_heads = len(heads - {self.current_head} if self.current_head is not None else heads) > 1
+        return [(self.current_head is not None and m.head_sha == self.current_head,
+                 self.rank(m.head_sha) if several_heads else 0, m.run_id or -1, m.run_attempt or -1)
+                for m in markers]
 
     def newer(self, marker_a, marker_b):
         """True when marker_a's results are known to be newer than marker_b's."""
@@ -135,12 +147,17 @@ def _print_plan(out, lines, body=None):
 
 
 def post_comment(client, target, kind, body, mode="update", author=None, dry_run=False, out=None,
-                 api_url=""):
-    """Post or update one comment of a kind with its marker. client may be None for an offline dry run."""
+                 api_url="", extra_fields=None, current_head=None):
+    """Post or update one comment of a kind with its marker. client may be None for an offline dry run.
+
+    extra_fields go into the marker after head and run; current_head (the pull request's head now)
+    makes a comment showing that head win over results of any other (see HeadOrder).
+    """
     out = out or sys.stdout
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     fields = {"head": target.head_sha, "run": target.run_id} if kind != DOCS_PREVIEW else {}
+    fields.update(extra_fields or {})
     if mode == "new":
         fields["post"] = secrets.token_hex(6)
     full = fit_body(body, make_marker(kind, **fields).render())
@@ -161,9 +178,9 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
     mine = own_comments(comments, kind, author)
     legacy = legacy_comments(comments, kind, author)
     existing = min(mine, key=lambda c: c.id) if mine else (max(legacy, key=lambda c: c.id) if legacy else None)
-    order = HeadOrder(client, target)
+    order = HeadOrder(client, target, current_head)
+    existing_marker = parse_marker(existing.body) if existing is not None else None
     if existing is not None:
-        existing_marker = parse_marker(existing.body)
         if existing.body == full or (existing_marker is None and existing.body == body):
             outcome = Outcome("unchanged", f"{target}: comment {existing.id} is already up to date", existing)
         elif existing_marker is not None and order.newer(existing_marker, parse_marker(full)):
@@ -188,6 +205,7 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
                                       own_body=full if outcome.action in ("created", "updated") else None)
         if survivor is not None:
             outcome.comment = survivor
+    outcome.previous, outcome.listing = existing_marker, comments
     return outcome
 
 
