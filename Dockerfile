@@ -19,17 +19,17 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
-# The NVIDIA runtime gives the container every GPU with compute (CUDA) and utility (NVML, for the
-# GPU name), and refuses to start it on a driver older than the CUDA 13.0 that the pinned torch
-# 2.14.1 is built for (driver 580 or newer), with its own message, before anything is installed or run.
+# The NVIDIA runtime gives the container every GPU with compute (CUDA) and utility (NVML: the GPU's
+# name, its state around each round, the driver). No NVIDIA_REQUIRE_CUDA: the pinned torch is a CUDA
+# 13.0 build, but a workflow may pick an older PyTorch build for an older driver; `speedstats run`
+# checks the driver against each build through NVML instead (docs/runner-driver.md).
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
-    NVIDIA_REQUIRE_CUDA="cuda>=13.0"
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 RUN python3.10 -m venv /opt/venv
 
 WORKDIR /opt/speedstats
@@ -41,7 +41,8 @@ RUN pip install --quiet -c constraints.txt -r requirements/light.txt -r requirem
  && pip install --quiet -c constraints.txt --no-build-isolation --no-deps flowvision==0.2.1 \
  && pip install --quiet -c constraints.txt "setuptools==84.2.1"
 
-# The project itself, installed in place; its templates and suites are package data.
+# The project itself, installed in place: it reads its suites from the package and its templates from
+# /opt/speedstats/templates (a wheel carries both as package data).
 COPY . .
 RUN pip install --quiet -c constraints.txt --no-build-isolation --no-deps -e . \
  && speedstats --version

@@ -50,6 +50,7 @@ DEFAULTS = {
     "baseline-artifact": "wheelhouse",
     "baseline-branch": "",
     "required-label": "",
+    "github-deadline": "",
 }
 
 
@@ -99,16 +100,21 @@ def run_argv(inputs):
             + _optional("--only", inputs["only"]) + _optional("--required-label", inputs["required-label"]))
 
 
+def _deadline(inputs):
+    return _optional("--github-deadline", inputs["github-deadline"])
+
+
 def comment_argv(inputs, body_file):
     return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
-            + _optional("--author", inputs["author"]))
+            + _optional("--author", inputs["author"]) + _deadline(inputs))
 
 
 def fetch_baseline_argv(inputs):
     if not inputs["baseline-workflow"]:
         raise InputError("input 'baseline-workflow': needed by command 'fetch-baseline'")
     return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact", inputs["baseline-artifact"],
-             "--dest", str(Path(inputs["out"]) / "baseline")] + _optional("--branch", inputs["baseline-branch"]))
+             "--dest", str(Path(inputs["out"]) / "baseline")]
+            + _optional("--branch", inputs["baseline-branch"]) + _deadline(inputs))
 
 
 def plan(inputs):
@@ -129,13 +135,14 @@ def plan(inputs):
         if not inputs["docs-base-url"]:
             raise InputError("input 'docs-base-url': needed by command 'docs-preview'")
         return [["docs-preview", "--base-url", inputs["docs-base-url"], "--mode", inputs["comment-mode"]]
-                + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"])]
+                + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"])
+                + _deadline(inputs)]
     if command == "fetch-baseline":
         return [fetch_baseline_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]
-            + _optional("--pr", inputs["pr"])]
+            + _optional("--pr", inputs["pr"]) + _deadline(inputs)]
 
 
 def speedstats(argv, env):
@@ -163,6 +170,8 @@ def main(args=None, env=None):
         return EXIT_BAD_INPUT
     if inputs["token"]:
         env["GITHUB_TOKEN"] = inputs["token"]
+    if inputs["github-deadline"]:  # for run's required-label lookup; the GitHub commands get the flag
+        env["SPEEDSTATS_GITHUB_DEADLINE"] = inputs["github-deadline"]
 
     if inputs["command"] not in ("run", "run-and-comment"):
         return speedstats(steps[0], env)

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Creates .venv (CPython 3.10) with everything speedstats and its tests need.
+# --light: creates .venv-light instead, with the renderer's and the bot's dependencies and the test
+# tools only (requirements/light.txt and test.txt: no torch, no oneflow), for ./scripts/test.sh --fast.
 # Safe to rerun: a finished environment is detected by its stamp and left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${SPEEDSTATS_VENV:-.venv}
+case "${1:-}" in
+  "") light=false; default_venv=.venv ;;
+  --light) light=true; default_venv=.venv-light ;;
+  *) echo "bootstrap: unknown option ${1} (usage: scripts/bootstrap.sh [--light])" >&2; exit 2 ;;
+esac
+VENV=${SPEEDSTATS_VENV:-$default_venv}
 SETUPTOOLS_VERSION=84.2.1
 STAMP="$VENV/.speedstats-installed"
 want=$(cat requirements/*.txt constraints.txt scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
@@ -24,6 +31,17 @@ PY=$(find_python310) || { echo "bootstrap: CPython 3.10 not found (oneflow 0.9.0
 echo "bootstrap: installing into $VENV with $PY (the first time takes several minutes)" >&2
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c constraints.txt)
+finish() {
+  echo "$want" > "$STAMP"
+  echo "bootstrap: $VENV ready" >&2
+  exit 0
+}
+if $light; then
+  "${pip[@]}" -r requirements/light.txt -r requirements/test.txt "setuptools==$SETUPTOOLS_VERSION"
+  "${pip[@]}" --no-build-isolation --no-deps -e .
+  finish
+fi
+# The full environment: the Dockerfile repeats these steps, in this order (tests/test_dockerfile.py).
 "${pip[@]}" -r requirements/light.txt -r requirements/test.txt -r requirements/bench.txt
 # flowvision 0.2.2 needs a newer oneflow (oneflow.jit._script_if_tracing); 0.2.1 ships only as an
 # sdist that builds with setuptools<70 and no build isolation. torch then wants setuptools>=77 back.
@@ -31,5 +49,4 @@ pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c co
 "${pip[@]}" --no-build-isolation --no-deps flowvision==0.2.1
 "${pip[@]}" "setuptools==$SETUPTOOLS_VERSION"
 "${pip[@]}" --no-build-isolation --no-deps -e .
-echo "$want" > "$STAMP"
-echo "bootstrap: $VENV ready" >&2
+finish

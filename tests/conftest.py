@@ -1,8 +1,27 @@
-"""Session fixtures: the real OneFlow test builds (made once, kept in .cache/test-builds)."""
+"""Shared fixtures: the loopback fake GitHub, and the real OneFlow test builds (made once, kept in
+.cache/test-builds)."""
+
+import contextlib
 
 import pytest
 
 import oneflow_builds
+from fakegithub import FakeGitHub
+
+
+@pytest.fixture
+def fake_github():
+    """Starts the loopback fake GitHub of tests/fakegithub.py: fake_github(token) is a running FakeGitHub
+    that accepts `token` (as github-actions[bot], with write access); a test file seeds it further in its
+    own `gh` fixture. Every server it started is stopped after the test."""
+    with contextlib.ExitStack() as servers:
+
+        def start(token):
+            server = servers.enter_context(FakeGitHub())
+            server.add_token(token)
+            return server
+
+        yield start
 
 
 @pytest.fixture(scope="session")

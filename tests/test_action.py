@@ -221,6 +221,22 @@ def test_fetch_baseline_inputs(tmp_path):
                        "--branch release/0.9\n")
 
 
+def test_github_deadline_reaches_every_github_command(tmp_path):
+    deadline = {"github-deadline": "45"}
+    assert planned(tmp_path, command="comment", **{"body-file": "c.md"}, **deadline) == (
+        "speedstats comment --body-file c.md --mode update --github-deadline 45\n")
+    docs = {"docs-base-url": "https://d.example"}
+    assert planned(tmp_path, command="docs-preview", **docs, **deadline) == (
+        "speedstats docs-preview --base-url https://d.example --mode update --github-deadline 45\n")
+    assert planned(tmp_path, command="automerge-guard", job="build", **deadline) == (
+        "speedstats automerge-guard --job build --label automerge --status failure --github-deadline 45\n")
+    assert planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml"}, **deadline) == (
+        "speedstats fetch-baseline --workflow b.yml --artifact wheelhouse --dest speedstats-out/baseline "
+        "--github-deadline 45\n")
+    run, comment = planned(tmp_path, command="run-and-comment", **deadline).splitlines()
+    assert comment.endswith("--github-deadline 45") and "deadline" not in run
+
+
 def test_underscore_spelling_works_outside_the_runner(tmp_path):
     env = clean_environ()
     env.update({"INPUT_COMMAND": "comment", "INPUT_BODY_FILE": "x.md", "INPUT_COMMENT_MODE": "new"})
@@ -265,13 +281,10 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
 
 
 @pytest.fixture
-def gh():
-    from fakegithub import FakeGitHub
-
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, PR, labels=["automerge", "bug"], head_sha=HEAD)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, PR, labels=["automerge", "bug"], head_sha=HEAD)
+    return server
 
 
 def test_comment_lands_byte_for_byte_and_comment_url_is_set(tmp_path, gh):
@@ -388,6 +401,7 @@ def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_p
     assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
 
 
+@pytest.mark.frameworks  # speedstats run checks its frameworks are installed before its --out
 def test_fail_on_regression_false_forgives_only_a_failed_verdict(tmp_path, gh):
     workspace = tmp_path / "workspace"
     workspace.mkdir()

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from speedstats.bench.builds import (
-    FAMILIES,
     BuildSource,
     parse_build_spec,
     prepare_build,
     prepare_builds,
 )
 from speedstats.bench.environment import subprocess_env
+from speedstats.contenders import FAMILIES, family_packages
 from speedstats.errors import UserError
 
 WHEEL_TAIL = "cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -145,6 +145,7 @@ def test_bad_specs(tmp_path):
 # --- prepare_build with real pip, stand-in packages ---------------------------------------------
 
 
+@pytest.mark.venv
 def test_a_corrupt_wheel_fails_in_seconds_with_one_line(tmp_path):
     wheel = tmp_path / f"oneflow-0.9.0-{WHEEL_TAIL}"
     wheel.write_text("not a zip archive\n")
@@ -158,6 +159,7 @@ def test_a_corrupt_wheel_fails_in_seconds_with_one_line(tmp_path):
     assert cache_entries(tmp_path / "cache") == []
 
 
+@pytest.mark.venv
 def test_a_zip_that_is_no_wheel_fails(tmp_path):
     wheel = tmp_path / f"oneflow-0.9.0-{WHEEL_TAIL}"
     with zipfile.ZipFile(wheel, "w") as archive:
@@ -166,6 +168,7 @@ def test_a_zip_that_is_no_wheel_fails(tmp_path):
         prepare_build(parse_build_spec("oneflow", "oneflow", str(wheel)), tmp_path / "cache")
 
 
+@pytest.mark.venv
 def test_a_requirement_that_does_not_resolve_fails_with_one_line(tmp_path):
     request = parse_build_spec("oneflow_base", "oneflow", "oneflow==0.0.0.dev0+nope")
     start = time.monotonic()
@@ -180,6 +183,7 @@ def test_a_requirement_that_does_not_resolve_fails_with_one_line(tmp_path):
     assert cache_entries(tmp_path / "cache") == []
 
 
+@pytest.mark.venv
 def test_a_build_that_does_not_import_fails_and_leaves_nothing(tmp_path):
     wheel = stand_in_oneflow(tmp_path / "w", init='raise ImportError("this build is broken")\n')
     request = parse_build_spec("oneflow", "oneflow", str(wheel))
@@ -190,6 +194,8 @@ def test_a_build_that_does_not_import_fails_and_leaves_nothing(tmp_path):
     assert cache_entries(tmp_path / "cache") == []
 
 
+@pytest.mark.frameworks  # records the numpy and pillow of the running environment
+@pytest.mark.venv
 def test_a_build_installs_once_and_is_reused(tmp_path):
     oneflow_wheel = stand_in_oneflow(tmp_path / "w")
     flowvision_wheel = stand_in_flowvision(tmp_path / "w")
@@ -206,11 +212,12 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     oneflow = provenance["packages"]["oneflow"]
     assert oneflow == {"version": "0.0.1+fake", "module_version": "0.0.1+fake", "git_commit": "abc1234",
                        "wheel": oneflow_wheel.name, "sha256": sha256(oneflow_wheel), "requirement": None,
-                       "file": str(site / "oneflow" / "__init__.py")}
+                       "file": str(site / "oneflow" / "__init__.py"),
+                       "cuda": None}  # the stand-in has no oneflow.sysconfig: its CUDA version is untold
     assert provenance["packages"]["flowvision"]["file"] == str(site / "flowvision" / "__init__.py")
     assert provenance["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert set(provenance["environment"]) >= {"numpy", "pillow"}
-    json.dumps(provenance)
+    assert json.loads(json.dumps(provenance)) == provenance  # plain JSON data, as results.json keeps it
 
     stamp = (site / "oneflow" / "__init__.py").stat().st_mtime_ns
     again_lines = []
@@ -228,6 +235,7 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
 
 
+@pytest.mark.venv
 def test_a_wheelhouse_with_one_wheel_per_python_installs_the_one_that_fits(tmp_path):
     ours = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     other = "cp38" if ours != "cp38" else "cp39"
@@ -267,6 +275,7 @@ print(prepare_build(request, sys.argv[4]).site_dir)
 """
 
 
+@pytest.mark.venv
 def test_two_runs_preparing_the_same_build_install_it_once(tmp_path):
     oneflow_wheel = stand_in_oneflow(tmp_path / "w")
     flowvision_wheel = stand_in_flowvision(tmp_path / "w")
@@ -355,10 +364,12 @@ def test_the_installed_oneflow_and_pytorch_are_probed(tmp_path):
     entry = oneflow.provenance["packages"]["oneflow"]
     assert entry["version"] == "0.9.0" and entry["git_commit"] == "381b12c" and entry["wheel"] is None
     torch = pytorch.provenance["packages"]["torch"]
-    assert torch["version"] and torch["git_commit"] and set(pytorch.provenance["packages"]) == set(FAMILIES["pytorch"])
+    assert torch["version"] and torch["git_commit"]
+    assert set(pytorch.provenance["packages"]) == set(family_packages("pytorch"))
     assert cache_entries(tmp_path / "cache") == []
 
 
+@pytest.mark.frameworks  # reads the installed OneFlow's conv.py
 def test_the_slow_build_edits_only_conv2d_forward(tmp_path):
     import importlib.util
 

@@ -9,7 +9,8 @@ import pytest
 from speedstats import cli
 from speedstats import results as results_model
 from speedstats.analysis import stats
-from speedstats.analysis.compare import compare_results, render_table
+from speedstats.analysis.compare import compare_results
+from speedstats.render import render_baseline_table
 from speedstats.results import CaseResult, FrameworkResult, Results
 
 
@@ -70,7 +71,7 @@ EXPECTED_TABLE = (
 
 
 def test_markdown_table_byte_for_byte():
-    assert render_table(compare_results(BASE, HEAD)) == EXPECTED_TABLE
+    assert render_baseline_table(compare_results(BASE, HEAD)) == EXPECTED_TABLE
 
 
 def test_verdicts_per_case_and_framework():
@@ -144,7 +145,7 @@ def test_a_failure_text_stays_inside_its_table_cell():
     base = run([resnet("resnet50-bs16", [0.040] * 5, [0.057] * 5)])
     head = run([resnet("resnet50-bs16", [0.040] * 5, [0.057] * 5)])
     head.cases[0].error = "worker exited | see log\nTraceback ..."
-    table = render_table(compare_results(base, head))
+    table = render_baseline_table(compare_results(base, head))
     assert table.splitlines()[-1] == (
         "| resnet50-bs16 PyTorch |  |  |  | not comparable: head failed: worker exited \\| see log Traceback ... |"
     )
@@ -192,8 +193,11 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     broken.write_text('{"suite": "default"}', encoding="utf-8")
     assert cli.main(["compare", str(broken), head]) == 2
     assert capsys.readouterr().err == f"speedstats: error: {broken}: missing field 'cases'\n"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exited:
         cli.main(["compare", head, head, "--min-effect", "lots"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "speedstats compare: error: argument --min-effect: must be a percentage, got 'lots'")
 
 
 def test_render_with_a_baseline_keeps_the_block_first_then_the_table(tmp_path, capsys):
@@ -210,6 +214,32 @@ def test_render_with_a_baseline_keeps_the_block_first_then_the_table(tmp_path, c
     )
     # Without a regression against the baseline the exit code is the thresholds' verdict alone.
     assert cli.main(["render", head, "--baseline", head, "--out", str(with_table)]) == plain_code
+
+
+
+HOSTILE_ID = "@octocat ![x](https://evil.example/p.png)"
+# The rule of the run's head-vs-base table: brackets and pipes escaped, a word joiner after @ and
+# between the slashes of a URL (no mention, no image, no link).
+SAFE_ID = "@\u2060octocat !\\[x\\](https:/\u2060/evil.example/p.png)"
+
+
+@pytest.mark.parametrize("command", ["compare", "render"])
+def test_markdown_in_a_case_id_stays_text_in_the_table(tmp_path, capsys, command):
+    base = run([resnet(HOSTILE_ID, [0.040] * 5, [0.057] * 5)])
+    head = run([resnet(HOSTILE_ID, [0.046] * 5, [0.057] * 5)])
+    base_path, head_path = write(tmp_path, "base.json", base), write(tmp_path, "head.json", head)
+    out = tmp_path / "out.md"
+    argv = (["compare", base_path, head_path] if command == "compare"
+            else ["render", head_path, "--baseline", base_path])
+    assert cli.main(argv + ["--out", str(out)]) == 1
+    table = out.read_text(encoding="utf-8").split("\n\n")[-1]
+    assert table.splitlines()[-2:] == [
+        f"| {SAFE_ID} OneFlow | 40.0ms | 46.0ms | +15.0% (+15.0% to +15.0%) | ❌ regression |",
+        f"| {SAFE_ID} PyTorch | 57.0ms | 57.0ms | +0.0% (+0.0% to +0.0%) | no change |",
+    ]
+    for active in ("@octocat", "![", "https://"):
+        assert active not in table
+    assert "](" not in table.replace("\\](", "")  # only the escaped bracket
 
 
 # Two real runs of the smoke suite (5 rounds, CPU), one after the other on the same machine.
@@ -257,7 +287,7 @@ def test_cli_compare_and_render_baseline_on_real_smoke_suite_results(tmp_path, c
     assert all(line.startswith("speedstats: regression: ") for line in regressions)
 
     body = tmp_path / "body.md"
-    cli.main(["render", str(SMOKE_BASE), "--baseline", str(SMOKE_HEAD), "--out", str(body)])
+    assert cli.main(["render", str(SMOKE_BASE), "--baseline", str(SMOKE_HEAD), "--out", str(body)]) == 1
     plain = tmp_path / "plain.md"
-    cli.main(["render", str(SMOKE_BASE), "--out", str(plain)])
+    assert cli.main(["render", str(SMOKE_BASE), "--out", str(plain)]) == 0
     assert body.read_text(encoding="utf-8") == plain.read_text(encoding="utf-8") + "\n\n" + text

@@ -125,16 +125,19 @@ def image_env(instructions):
     return env
 
 
-def test_the_nvidia_runtime_gives_the_gpus_and_refuses_a_driver_too_old_for_torch(instructions):
+def test_the_nvidia_runtime_gives_the_gpus_and_leaves_the_driver_check_to_the_run(instructions):
     env = image_env(instructions)
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
-    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # utility: NVML, for the GPU name
-    # torch 2.14.1 from PyPI is a CUDA 13.0 build (the nvidia-*-cu13 wheels in the lock): driver 580+
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # utility: NVML, for the GPU's state
+    # The pinned torch is a CUDA 13.0 build, but a workflow may pick an older one for an older driver:
+    # the runtime must start the container on any driver, and the run checks it (bench.driver_check).
     lock = read_pins(ROOT / "constraints.txt")
     assert lock["torch"] == "2.14.1" and lock["nvidia-cuda-runtime"].startswith("13.0.")
-    assert env["NVIDIA_REQUIRE_CUDA"] == "cuda>=13.0"
+    assert not any(name.startswith("NVIDIA_REQUIRE_") for name in env)
+    assert "NVIDIA_DISABLE_REQUIRE" not in env  # nothing to disable: no requirement is set
 
 
+@pytest.mark.lint
 def test_hadolint_passes():
     hadolint = shutil.which("hadolint", path=os.pathsep.join([str(Path(sys.executable).parent),
                                                                os.environ.get("PATH", "")]))
@@ -209,7 +212,7 @@ def test_entrypoint_is_the_projects_and_the_context_keeps_what_install_needs(ins
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
     # pip install -e . reads pyproject.toml and its readme; the entrypoint, templates and suites run.
-    for needed in ("pyproject.toml", "README.md", "src", "src/speedstats/templates", "src/speedstats/suites", "docker", "constraints.txt",
-                   "requirements"):
+    for needed in ("pyproject.toml", "README.md", "src", "templates", "src/speedstats/suites", "docker",
+                   "constraints.txt", "requirements"):
         assert needed not in ignored and (ROOT / needed).exists(), needed
     assert {".git", ".venv"} <= ignored

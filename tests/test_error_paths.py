@@ -18,6 +18,7 @@ from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
+OWN_ENV_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_")
 RESULTS = {
     "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
     "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5, "input_shape": [2, 3, 64, 64],
@@ -105,9 +106,130 @@ def test_a_full_disk_leaves_the_old_file_and_no_temporary_file(results_file, tmp
     assert [p.name for p in out.iterdir()] == ["comment.md"] and (out / "comment.md").read_text() == "old"
 
 
+
+def _cannot_mount_tmpfs():
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "needs root and unshare(1): a private mount namespace with a tiny tmpfs"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode:
+        return f"unshare -m with a tmpfs mount is not allowed here: {probe.stderr.strip()}"
+    return None
+
+
+TINY_RUN_SUITE = """\
+name: tiny-disk
+warmup: 1
+cases:
+  - {id: resnet50-bs1, kind: resnet50, batch_size: 1, image_size: 32, times: 1}
+"""
+
+
+@pytest.mark.heavy  # probes the installed PyTorch (about 15 s); measures nothing
+def test_run_on_a_full_disk_is_exit_2_naming_the_file_with_nothing_half_written(tmp_path):
+    why = _cannot_mount_tmpfs()
+    if why:
+        pytest.skip(why)
+    pytest.importorskip("torch")
+    (tmp_path / "suite.yml").write_text(TINY_RUN_SUITE, encoding="utf-8")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    out = disk / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_ENV_PREFIXES)}
+    env.update(PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"),
+               TMPDIR=str(tmp_path))
+    # A 256 KiB tmpfs, its folder made, then filled to the last block.
+    script = (f"mount -t tmpfs -o size=256k tmpfs {disk} && mkdir {out} && "
+              f"(dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null; true) && "
+              f"{sys.executable} -m speedstats run --suite {tmp_path / 'suite.yml'} --device cpu "
+              f"--only pytorch --out {out} --cache-dir {tmp_path / 'cache'} --quiet; status=$?; "
+              f"find {out} -type f; exit $status")  # the files the run left, before the tmpfs goes
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    spec = out / "workers" / "resnet50-bs1" / "pytorch" / "spec.json"
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""  # no file at all: no 0-byte spec.json, no temporary file
+    assert proc.stderr.splitlines()[-1] == (f"speedstats: error: {spec}: cannot write the worker's spec: "
+                                            "No space left on device")
+    assert "Traceback" not in proc.stderr
+
+
+
+FULL_DISK_WRITES = """
+import json, sys
+from pathlib import Path
+from speedstats.analysis.history import append_history
+from speedstats.bench.worker import _write_json
+from speedstats.bundle import write_bundle
+from speedstats.errors import UserError
+from speedstats.results import loads
+disk = Path(sys.argv[1])
+results = json.dumps(json.loads(sys.argv[2]))
+writes = {
+    "history": lambda: append_history(disk / "history.jsonl", loads(results), commit="a" * 40),
+    "bundle": lambda: write_bundle(disk / "bundle", results, "body", 7, "d" * 40, 55, "o/r"),
+    "report": lambda: _write_json(disk / "round-0.json", {"total_s": 1.0}),
+}
+for name, write in writes.items():
+    try:
+        write()
+        print(name, "written")
+    except UserError as exc:
+        print(name, exc)
+"""
+
+
+def test_each_output_on_a_full_disk_is_a_user_error_naming_it_with_nothing_left(tmp_path):
+    why = _cannot_mount_tmpfs()
+    if why:
+        pytest.skip(why)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    script = (f"mount -t tmpfs -o size=64k tmpfs {disk} "
+              f"&& (dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null; true) "
+              f"&& {sys.executable} -c \"$0\" {disk} '{json.dumps(RESULTS)}'; "
+              f"find {disk} -mindepth 1 ! -name fill")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, FULL_DISK_WRITES], capture_output=True,
+                          text=True, env=env, timeout=60, check=False)
+    full = "No space left on device"
+    assert proc.stdout.splitlines() == [
+        f"history {disk / 'history.jsonl'}: cannot write the output file: {full}",
+        f"bundle {disk / 'bundle' / 'results.json'}: cannot write the output file: {full}",
+        f"report {disk / 'round-0.json'}: cannot write the worker's report: {full}",
+        f"{disk / 'bundle'}",  # the empty folder; no file in it
+    ], proc.stderr
+
+
 def test_write_atomic_refuses_a_device():
     with pytest.raises(UserError, match="is not a regular file"):
         write_atomic("/dev/full", "x")
+
+
+
+def test_a_sigterm_while_builds_are_inspected_ends_interrupted(tmp_path):
+    import signal
+
+    pytest.importorskip("torch")
+    (tmp_path / "suite.yml").write_text(TINY_RUN_SUITE, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_ENV_PREFIXES)}
+    env.update(PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", tmp_path / "suite.yml",
+                             "--device", "cpu", "--only", "pytorch", "--out", str(tmp_path / "out"),
+                             "--cache-dir", str(tmp_path / "cache")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = proc.stderr.readline()  # printed just before the builds are inspected (a probe of seconds)
+        assert first.startswith("speedstats: suite 'tiny-disk', 1 cases, device cpu"), first
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, rest
+    finally:
+        proc.kill()
+    assert rest.splitlines()[-1] == "speedstats: interrupted"
+    assert not (tmp_path / "out" / "results.json").exists()
 
 
 # -- stdout -----------------------------------------------------------------------------------------------
@@ -158,6 +280,54 @@ def test_an_internal_error_is_one_line_naming_the_command_and_operation(results_
     assert err.startswith("Traceback (most recent call last)") and err.splitlines()[-1].startswith(prefix)
     assert cli.main(["render", str(results_file), "--debug"]) == 6
     assert capsys.readouterr().err.startswith("Traceback")
+
+
+
+def _broken_render(monkeypatch):
+    from speedstats import render_cli
+
+    def broken(*args, **kwargs):
+        return {}["no such key"]
+
+    monkeypatch.setattr(render_cli, "render_speed_stats", broken)
+
+
+def _traceback_path(err):
+    assert err.count("\n") == 1 and "; traceback in " in err, err
+    return Path(err.split("traceback in ")[1].split(" (or run")[0])
+
+
+@pytest.mark.parametrize("place", ["out", "runner-temp", "temp"])
+def test_an_internal_errors_traceback_goes_beside_the_output_or_in_runner_temp(
+        results_file, tmp_path, monkeypatch, capsys, place):
+    _broken_render(monkeypatch)
+    temp, runner_temp, out = tmp_path / "temp", tmp_path / "runner-temp", tmp_path / "out"
+    for folder in (temp, runner_temp, out):
+        folder.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    monkeypatch.delenv("RUNNER_TEMP", raising=False)
+    if place != "temp":
+        monkeypatch.setenv("RUNNER_TEMP", str(runner_temp))
+    argv = ["render", str(results_file)] + (["--out", str(out / "comment.md")] if place == "out" else [])
+    assert cli.main(argv) == 6
+    log = _traceback_path(capsys.readouterr().err)
+    expected = {"out": out, "runner-temp": runner_temp, "temp": temp}[place]
+    assert log.parent == expected and log.name.startswith("speedstats-traceback-") and log.suffix == ".txt"
+    assert "Traceback (most recent call last)" in log.read_text(encoding="utf-8")
+    # the one file, and nothing anywhere else
+    assert [p for folder in (temp, runner_temp, out) for p in folder.iterdir()] == [log]
+
+
+def test_an_internal_error_with_no_room_for_its_traceback_prints_it_and_leaves_no_file(
+        results_file, tmp_path, monkeypatch, capsys):
+    _broken_render(monkeypatch)
+    monkeypatch.setenv("RUNNER_TEMP", str(tmp_path / "not-a-folder"))
+    monkeypatch.setattr("tempfile.tempdir", "/proc")  # not writable, even for root
+    assert cli.main(["render", str(results_file)]) == 6
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last)")
+    assert err.splitlines()[-1].startswith("speedstats: error: internal error in 'speedstats render'")
+    assert "traceback in" not in err
 
 
 # -- trend, bundles -----------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, run_speedstats
+from fakegithub import actions_env, run_speedstats
 from speedstats.actions_io import read_outputs
 
 REPO = "Oneflow-Inc/oneflow"
@@ -25,10 +25,8 @@ def wheelhouse(members):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
 def pr_event(base="master"):
@@ -136,3 +134,14 @@ def test_only_wheels_leave_the_archive_whatever_their_paths(gh, tmp_path):
     assert result.rc == 0, result.err
     assert sorted(p.name for p in (tmp_path / "baseline").iterdir()) == ["escape.whl", "root.whl"]
     assert not (tmp_path.parent / "escape.whl").exists() and not Path("/abs/root.whl").exists()
+
+
+
+def test_the_wheels_download_has_its_own_deadline_beyond_the_commands(gh, tmp_path):
+    archive = wheelhouse({f"wheelhouse/{WHEEL}": WHEEL_BYTES})
+    add_build(gh, 101)
+    blob = gh.add_artifact(REPO, 101, "wheelhouse", archive)
+    gh.drip("GET", f"/_blobs/{blob}", interval_s=2.0 / (len(archive) + 200))  # about 2 s, headers included
+    result = fetch(gh, tmp_path, "--workflow", "build.yml", "--github-deadline", "1")
+    assert result.rc == 0, result.err
+    assert (tmp_path / "baseline" / WHEEL).read_bytes() == WHEEL_BYTES

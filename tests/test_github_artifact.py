@@ -9,11 +9,12 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats import results as results_model
 from speedstats.bundle import write_bundle
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
+from speedstats.verdict import judge
 
 REPO = "o/r"
 TOKEN = "ghs_ArtifactT0kenNeverToBePrinted00000004"
@@ -26,7 +27,8 @@ RESULTS = json.dumps({
                               "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
 })
 BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: Some CPU \n\n from the bundle\n ``` \n\n</details>"
-RENDERED = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke")).body
+RENDERED = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke"),
+                              judge(results_model.loads(RESULTS), load_suite(profile="smoke")))
 WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
 
 
@@ -41,10 +43,8 @@ def bundle_zip(tmp_path, pr=7, sha=SHA, run_id=RUN, repo=REPO, body=BODY):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
 def fork_setup(gh, tmp_path, conclusion="success", **bundle):
@@ -94,7 +94,8 @@ def test_a_bundle_without_a_body_is_rendered_from_its_results(gh, tmp_path):
     fork_setup(gh, tmp_path, body=None)
     result = post(gh, tmp_path)
     assert result.rc == 0, result.err
-    expected = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke")).body
+    results, suite = results_model.loads(RESULTS), load_suite(profile="smoke")
+    expected = render_speed_stats(results, suite, judge(results, suite))
     assert bodies(gh) == [expected + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->"]
     assert "OneFlow resnet50 time: 100.0ms" in expected
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats.actions_io import read_outputs
 
 REPO = "o/r"
@@ -17,11 +17,10 @@ def stats_body(text):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, 7, head_sha=SHA1)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, 7, head_sha=SHA1)
+    return server
 
 
 def write_body(tmp_path, text, name="comment.md"):

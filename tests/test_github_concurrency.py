@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 
 REPO = "o/r"
 TOKEN = "ghs_RaceT0kenNeverToBePrinted000000000005"
@@ -32,14 +32,14 @@ def body(label):
     return f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n {label}\n ``` \n\n</details>"
 
 
-@pytest.fixture(scope="module")
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+@pytest.fixture
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
-@pytest.mark.parametrize("round_", range(ROUNDS))
+# every scenario once in each tier; their repetitions only in the full suite
+@pytest.mark.parametrize("round_", [pytest.param(r, marks=pytest.mark.repeat if r >= len(SCENARIOS) else ())
+                                    for r in range(ROUNDS)])
 def test_two_concurrent_comment_processes_leave_one_comment(gh, tmp_path, round_):
     hold, two_commits, legacy = SCENARIOS[round_ % len(SCENARIOS)]
     number = 100 + round_

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 
 REPO = "o/r"
 TOKEN = "ghs_Fau1tT0kenThatMustNeverBePrinted00002"
@@ -15,11 +15,10 @@ CREATE = f"/repos/{REPO}/issues/7/comments"
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, 7, labels=["automerge"], head_sha=SHA)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, 7, labels=["automerge"], head_sha=SHA)
+    return server
 
 
 @pytest.fixture
@@ -184,3 +183,31 @@ def test_a_dripping_answer_gives_up_within_the_deadlines(gh, tmp_path, body_file
     assert "no complete answer within 1s" in result.err
     assert "Traceback" not in result.err
     assert gh.comments(REPO, 7) == []
+
+
+def test_a_dripping_github_is_given_up_at_the_commands_deadline(gh, tmp_path, body_file):
+    import time
+
+    from speedstats.github.client import RetryPolicy
+
+    assert RetryPolicy().command_deadline_s == 300  # the documented default (README, action.yml)
+    gh.drip("GET", CREATE, interval_s=0.2, times=99)
+    started = time.monotonic()
+    # The request deadline stays at its default (120 s): only the command's, from the option, stops it.
+    result = run_speedstats(["comment", "--body-file", body_file, "--github-deadline", "2"],
+                            env_for(gh, tmp_path), subprocess_=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert result.rc == 5, result.err
+    assert elapsed < 8, elapsed
+    last = result.err.splitlines()[-1]
+    assert last.startswith("speedstats: error: list comments of o/r#7: no complete answer within ")
+    assert last.endswith("the command's deadline of 2s (--github-deadline)")
+    assert gh.comments(REPO, 7) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "soon"])
+def test_a_bad_github_deadline_is_exit_2(gh, tmp_path, body_file, value):
+    argv = ["comment", "--body-file", body_file, "--github-deadline", value]
+    result = run_speedstats(argv, env_for(gh, tmp_path))
+    assert result.rc == 2 and "--github-deadline" in result.err
+    assert gh.requests_matching("GET", CREATE) == []

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 
 REPO = "o/r"
 TOKEN = "ghs_GuardT0kenNeverToBePrinted0000000003"
@@ -13,11 +13,10 @@ TEXT = "CI failed when running job: cuda-module. PR label automerge has been rem
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, 7, labels=["bug", "automerge"], head_sha=SHA)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, 7, labels=["bug", "automerge"], head_sha=SHA)
+    return server
 
 
 def env_for(gh, tmp_path, run_id=42):

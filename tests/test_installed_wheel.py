@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats.analysis.history import append_history
 from speedstats.bundle import write_bundle
 from speedstats.results import loads
@@ -28,6 +28,8 @@ REPO = "o/r"
 SHA = "e" * 40
 RUN = 7100
 INSTALL_TIMEOUT_S = 900
+
+pytestmark = pytest.mark.venv
 
 
 def _run(argv, **kwargs):
@@ -45,8 +47,9 @@ def venv(tmp_path_factory):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "src", source / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
+    for name in ("src", "templates"):
+        shutil.copytree(ROOT / name, source / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
     wheels = base / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
           "--no-build-isolation", "--wheel-dir", wheels, source], timeout=INSTALL_TIMEOUT_S)
@@ -91,6 +94,7 @@ def test_the_venv_has_the_light_dependencies_only(venv):
     module, templates, suites, heavy = proc.stdout.splitlines()
     assert str(ROOT) not in module and "site-packages" in module
     assert Path(templates, "speed_stats.md.j2").is_file() and Path(suites, "default.yml").is_file()
+    assert Path(templates).parent == Path(suites).parent == Path(module).parent  # package data, in the wheel
     assert heavy == "[]"
     version = installed(venv, "--version")
     assert (version.returncode, version.stdout) == (0, in_checkout("--version").out)
@@ -136,10 +140,8 @@ def test_trend_says_matplotlib_is_missing(venv, tmp_path):
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        yield server
+def gh(fake_github):
+    return fake_github(TOKEN)
 
 
 def github_env(gh, tmp_path, **extra):

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from speedstats.bench.environment import subprocess_env
@@ -54,6 +53,8 @@ SHARED_MODEL = """
 
 @pytest.mark.parametrize("image_size", [64, 224])
 def test_the_shared_resnet50_is_the_old_model_under_both_frameworks(tmp_path, image_size):
+    import numpy as np  # here, not at the top: the fast tier collects this file without numpy
+
     weights = str(tmp_path / "weights.npz")
     pt = run_script("pytorch", SHARED_MODEL, "torch", weights, image_size)
     of = run_script("oneflow", SHARED_MODEL, "oneflow", weights, image_size)
@@ -71,10 +72,11 @@ def test_the_shared_resnet50_is_the_old_model_under_both_frameworks(tmp_path, im
 MODE_STEP = """
     import json, sys
     from speedstats.bench.worker import FRAMEWORK_CLASSES, ResNet50Step
+    from speedstats.bench.workerspec import WorkerSpec
 
     framework, mode = sys.argv[1], sys.argv[2]
-    spec = {"framework": framework, "ddp": False, "device": "cpu", "mode": mode, "model": "shared",
-            "batch_size": 2, "image_size": 64}
+    spec = WorkerSpec(framework=framework, ddp=False, device="cpu", mode=mode, model="shared",
+                      batch_size=2, image_size=64)
     fw = FRAMEWORK_CLASSES[framework](spec)
     step = ResNet50Step(fw, spec)
     grads = []
@@ -162,6 +164,7 @@ DATALOADER_TIMING = """
     import json, os, sys, time
     import numpy as np
     from speedstats.bench.worker import FRAMEWORK_CLASSES, EpochBatches
+    from speedstats.bench.workerspec import WorkerSpec
 
     framework, log_dir, num_workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
     BATCH, WARMUP, ROUNDS, TIMES = 2, 2, 2, 3
@@ -179,7 +182,7 @@ DATALOADER_TIMING = """
             return np.full((3, 4, 4), index, dtype=np.float32), index
 
 
-    fw = FRAMEWORK_CLASSES[framework]({"framework": framework, "ddp": False, "device": "cpu"})
+    fw = FRAMEWORK_CLASSES[framework](WorkerSpec(framework=framework, ddp=False, device="cpu"))
     batches = EpochBatches(fw, RecordingDataset(), BATCH, num_workers, seed=0)
     batches.warm_up(WARMUP)
     rounds = []

@@ -6,10 +6,11 @@ import pytest
 
 from speedstats import results as results_model
 from speedstats.errors import UserError
-from speedstats.parse import case_id_for, parse_blocks, parse_speed_stats
+from speedstats.parse import parse_blocks, parse_speed_stats
 from speedstats.render import render_speed_stats
-from speedstats.results import CaseResult, FrameworkResult, Results
+from speedstats.results import CaseResult, FrameworkResult, Results, case_id_for
 from speedstats.suite import load_suite
+from speedstats.verdict import judge
 
 DATA = Path(__file__).parent / "data"
 THREADS = ["pr-cu12-release", "pr-revert"]
@@ -30,9 +31,9 @@ def default_suite():
 @pytest.mark.parametrize("thread", THREADS)
 def test_parse_then_render_gives_back_the_reference_block(thread, form, default_suite):
     results = parse_speed_stats(read(f"{thread}-{form}"), where=form)
-    rendered = render_speed_stats(results, default_suite)
-    assert rendered.body == read(f"{thread}-body.md")
-    assert rendered.passed
+    verdict = judge(results, default_suite)
+    assert render_speed_stats(results, default_suite, verdict) == read(f"{thread}-body.md")
+    assert verdict.passed
 
 
 def test_parsed_results_carry_the_printed_figures_exactly(default_suite):
@@ -78,12 +79,12 @@ def test_failure_lines_of_our_own_comments_parse_back(default_suite):
     results.cases[6] = CaseResult(id="swin-dataloader-w4", kind="swin_dataloader", batch_size=32, times=200,
                                   num_workers=4, error="timed out after 1800 s")
     results.cases[8].frameworks["pytorch"] = FrameworkResult(error="NCCL error: unhandled system error")
-    body = render_speed_stats(results, default_suite).body
+    body = render_speed_stats(results, default_suite, judge(results, default_suite))
     reparsed = parse_speed_stats(body)
     assert [c.failure for c in reparsed.cases] == [c.failure for c in results.cases]
     assert [c.id for c in reparsed.cases] == [c.id for c in results.cases]
     assert reparsed.cases[8].times == 100  # not printed: the default suite's
-    assert render_speed_stats(reparsed, default_suite).body == body
+    assert render_speed_stats(reparsed, default_suite, judge(reparsed, default_suite)) == body
 
 
 @pytest.mark.parametrize("results", [
@@ -91,10 +92,10 @@ def test_failure_lines_of_our_own_comments_parse_back(default_suite):
     Results(suite="default", device="cuda", gpu_name=GPU),
 ])
 def test_run_level_failure_lines_parse_back(results, default_suite):
-    body = render_speed_stats(results, default_suite).body
+    body = render_speed_stats(results, default_suite, judge(results, default_suite))
     reparsed = parse_speed_stats(body)
     assert (reparsed.gpu_name, reparsed.cases, reparsed.error) == (GPU, [], results.error)
-    assert render_speed_stats(reparsed, default_suite).body == body
+    assert render_speed_stats(reparsed, default_suite, judge(reparsed, default_suite)) == body
 
 
 def test_the_old_bots_empty_comment_parses_to_no_results():

@@ -10,7 +10,7 @@ from speedstats.errors import UserError
 from speedstats.render import render_automerge_removed, render_docs_preview, render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite
-from speedstats.verdict import FAIL_MARK, PASS_MARK
+from speedstats.verdict import FAIL_MARK, PASS_MARK, judge
 
 DATA = Path(__file__).parent / "data"
 THREADS = ["pr-cu12-release", "pr-revert"]
@@ -48,6 +48,16 @@ def thread_results(thread):
     return Results(suite="default", device="cuda", gpu_name=gpu_name, cases=cases)
 
 
+def judged(results, suite, **options):
+    """The verdict of results against suite, and the comment body rendered with it."""
+    verdict = judge(results, suite)
+    return verdict, render_speed_stats(results, suite, verdict, **options)
+
+
+def body_of(results, suite, **options):
+    return judged(results, suite, **options)[1]
+
+
 def stats_of(body):
     assert body.startswith(BODY_HEAD) and body.endswith(BODY_TAIL)
     return body[len(BODY_HEAD): -len(BODY_TAIL)]
@@ -75,10 +85,10 @@ def default_suite():
 
 @pytest.mark.parametrize("thread", THREADS)
 def test_reference_blocks_render_byte_for_byte(thread, default_suite):
-    rendered = render_speed_stats(thread_results(thread), default_suite)
-    assert rendered.body == read(f"{thread}-body.md")
-    assert (rendered.score, rendered.passed, rendered.reasons) == (0, True, [])
-    marks = {c.id: c.marks for c in rendered.cases}
+    verdict, body = judged(thread_results(thread), default_suite)
+    assert body == read(f"{thread}-body.md")
+    assert (verdict.score, verdict.passed, verdict.reasons) == (0, True, [])
+    marks = {c.id: c.marks for c in verdict.cases}
     assert marks["resnet50-bs16"] == {"oneflow": PASS_MARK, "pytorch": "", "relative": PASS_MARK}
     assert marks["resnet50-ddp-bs16"] == {"oneflow": PASS_MARK, "pytorch": "", "relative": PASS_MARK}
     assert marks["resnet50-bs8"] == {"oneflow": "", "pytorch": "", "relative": PASS_MARK}
@@ -102,17 +112,17 @@ def test_expected_body_differs_from_the_thread_only_by_the_text_comparison_defec
 
 
 def test_relative_speed_is_the_ratio_of_unrounded_times(default_suite):
-    rendered = render_speed_stats(thread_results("pr-cu12-release"), default_suite)
+    body = body_of(thread_results("pr-cu12-release"), default_suite)
     # 25.932 / 40.020 = 0.648; the printed 0.130 / 0.200 would give 0.650
-    assert "Relative speed: 0.648 (= 0.130s / 0.200s)" in rendered.body.split("\n")
+    assert "Relative speed: 0.648 (= 0.130s / 0.200s)" in body.split("\n")
 
 
 def test_threshold_met_exactly_passes_and_a_relative_miss_scores_one(default_suite):
-    rendered = render_speed_stats(results_of(
+    verdict, body = judged(results_of(
         resnet_case("resnet50-bs2", 20.0, 19.8, batch_size=2, times=200),  # 0.99 against 0.99
         resnet_case("resnet50-bs1", 20.0, 18.8, batch_size=1, times=200),  # 0.94 against 0.95
     ), default_suite)
-    assert stats_of(rendered.body).split("\n")[2:] == [
+    assert stats_of(body).split("\n")[2:] == [
         " OneFlow resnet50 time: 20.0ms (= 4000.0ms / 200, input_shape=[2, 3, 224, 224])",
         "PyTorch resnet50 time: 19.8ms (= 3960.0ms / 200, input_shape=[2, 3, 224, 224])",
         "✔️ Relative speed: 0.99 (= 19.8ms / 20.0ms)",
@@ -121,25 +131,25 @@ def test_threshold_met_exactly_passes_and_a_relative_miss_scores_one(default_sui
         "PyTorch resnet50 time: 18.8ms (= 3760.0ms / 200, input_shape=[1, 3, 224, 224])",
         "❌ Relative speed: 0.94 (= 18.8ms / 20.0ms)",
     ]
-    assert [c.score for c in rendered.cases] == [0, 1]
-    assert (rendered.score, rendered.passed) == (1, True)  # one relative miss alone does not fail the job
-    assert rendered.reasons == ["resnet50-bs1: relative speed 0.94 is below 0.95"]
+    assert [c.score for c in verdict.cases] == [0, 1]
+    assert (verdict.score, verdict.passed) == (1, True)  # one relative miss alone does not fail the job
+    assert verdict.reasons == ["resnet50-bs1: relative speed 0.94 is below 0.95"]
 
 
 def test_two_relative_misses_fail_the_job(default_suite):
-    rendered = render_speed_stats(results_of(
+    verdict = judge(results_of(
         resnet_case("resnet50-bs2", 20.0, 19.0, batch_size=2, times=200),
         resnet_case("resnet50-bs1", 20.0, 18.8, batch_size=1, times=200),
     ), default_suite)
-    assert (rendered.score, rendered.passed) == (2, False)
+    assert (verdict.score, verdict.passed) == (2, False)
 
 
 def test_millisecond_threshold_compares_numbers_and_scores_two(default_suite):
-    at_limit = render_speed_stats(results_of(resnet_case("resnet50-bs16", 129.0, 200.0)), default_suite)
-    assert stats_of(at_limit.body).split("\n")[2].startswith(" " + PASS_MARK + "OneFlow resnet50 time: 129.0ms")
+    at_limit, at_limit_body = judged(results_of(resnet_case("resnet50-bs16", 129.0, 200.0)), default_suite)
+    assert stats_of(at_limit_body).split("\n")[2].startswith(f" {PASS_MARK}OneFlow resnet50 time: 129.0ms")
     assert (at_limit.score, at_limit.passed) == (0, True)
-    over = render_speed_stats(results_of(resnet_case("resnet50-bs16", 129.1, 200.0)), default_suite)
-    lines = stats_of(over.body).split("\n")
+    over, over_body = judged(results_of(resnet_case("resnet50-bs16", 129.1, 200.0)), default_suite)
+    lines = stats_of(over_body).split("\n")
     assert lines[2] == " ❌ OneFlow resnet50 time: 129.1ms (= 12910.0ms / 100, input_shape=[16, 3, 224, 224])"
     assert lines[4] == "✔️ Relative speed: 1.55 (= 200.0ms / 129.1ms)"
     assert (over.score, over.passed) == (2, False)
@@ -153,8 +163,8 @@ def test_millisecond_thresholds_are_keyed_by_gpu_name(tmp_path):
     )
     suite = load_suite(suite_file)
     case = resnet_case("resnet50-bs16", 43.4, 57.2)
-    on_3080 = render_speed_stats(results_of(case, gpu_name=GPU), suite)
-    on_other = render_speed_stats(results_of(case, gpu_name="Tesla T4"), suite)
+    on_3080 = judge(results_of(case, gpu_name=GPU), suite)
+    on_other = judge(results_of(case, gpu_name="Tesla T4"), suite)
     assert on_3080.cases[0].marks["oneflow"] == FAIL_MARK and not on_3080.passed
     assert on_other.cases[0].marks["oneflow"] == PASS_MARK and on_other.passed  # the default 129.0
 
@@ -164,47 +174,47 @@ def test_a_failed_case_is_one_line_with_its_error_and_fails_the_job(default_suit
     oom.frameworks["oneflow"] = FrameworkResult(error="CUDA out of memory.\n  Tried to allocate 2.00 GiB")
     timeout = CaseResult(id="swin-dataloader-w4", kind="swin_dataloader", batch_size=32, times=200,
                          num_workers=4, error="timed out after 1800 s " + "x" * 400)
-    rendered = render_speed_stats(results_of(resnet_case("resnet50-bs8", 26.2, 37.9, 8), timeout, oom),
-                                  default_suite)
-    lines = stats_of(rendered.body).split("\n")
+    verdict, body = judged(results_of(resnet_case("resnet50-bs8", 26.2, 37.9, 8), timeout, oom),
+                           default_suite)
+    lines = stats_of(body).split("\n")
     assert lines[6] == "❌ swin dataloader batch 32, num_workers=4: timed out after 1800 s " + "x" * 276 + "…"
     assert len(lines[6]) == len("❌ swin dataloader batch 32, num_workers=4: ") + 300
     assert lines[7:] == [
         "", "❌ resnet50 batch 16, ddp, world size=2: oneflow: CUDA out of memory. Tried to allocate 2.00 GiB"
     ]
-    assert [c.score for c in rendered.cases] == [0, 2, 2]
-    assert rendered.cases[2].failure == "oneflow: CUDA out of memory. Tried to allocate 2.00 GiB"
-    assert (rendered.score, rendered.passed) == (4, False)
+    assert [c.score for c in verdict.cases] == [0, 2, 2]
+    assert verdict.cases[2].failure == "oneflow: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert (verdict.score, verdict.passed) == (4, False)
 
 
 def test_a_run_level_error_renders_the_wrapper_with_what_failed(default_suite):
-    rendered = render_speed_stats(results_of(error="oneflow import failed:\nlibcuda.so.1 not found"),
-                                  default_suite)
-    assert rendered.body == (
+    verdict, body = judged(results_of(error="oneflow import failed:\nlibcuda.so.1 not found"),
+                           default_suite)
+    assert body == (
         BODY_HEAD + f"GPU Name: {GPU} \n\n ❌ speed job failed: oneflow import failed: libcuda.so.1 not found"
         + BODY_TAIL
     )
-    assert not rendered.passed
+    assert not verdict.passed
 
 
 def test_no_cases_render_the_wrapper_with_what_failed(default_suite):
-    rendered = render_speed_stats(results_of(), default_suite)
-    assert rendered.body == BODY_HEAD + f"GPU Name: {GPU} \n\n ❌ speed job produced no results" + BODY_TAIL
-    assert (rendered.passed, rendered.reasons) == (False, ["the speed job produced no results"])
+    verdict, body = judged(results_of(), default_suite)
+    assert body == BODY_HEAD + f"GPU Name: {GPU} \n\n ❌ speed job produced no results" + BODY_TAIL
+    assert (verdict.passed, verdict.reasons) == (False, ["the speed job produced no results"])
 
 
 def test_a_run_error_after_some_cases_follows_them(default_suite):
-    rendered = render_speed_stats(results_of(resnet_case("resnet50-bs8", 26.2, 37.9, 8), error="killed"),
-                                  default_suite)
-    assert stats_of(rendered.body).split("\n")[-2:] == ["", "❌ speed job failed: killed"]
-    assert not rendered.passed
+    verdict, body = judged(results_of(resnet_case("resnet50-bs8", 26.2, 37.9, 8), error="killed"),
+                           default_suite)
+    assert stats_of(body).split("\n")[-2:] == ["", "❌ speed job failed: killed"]
+    assert not verdict.passed
 
 
 def test_cases_the_suite_does_not_know_get_no_marks(default_suite):
-    rendered = render_speed_stats(results_of(resnet_case("resnet50-bs32", 90.0, 20.0, 32)), default_suite)
-    assert stats_of(rendered.body).split("\n")[4] == "Relative speed: 0.22 (= 20.0ms / 90.0ms)"
-    assert (rendered.score, rendered.passed) == (0, True)
-    assert render_speed_stats(results_of(resnet_case("resnet50-bs16", 900.0, 20.0)), None).passed
+    verdict, body = judged(results_of(resnet_case("resnet50-bs32", 90.0, 20.0, 32)), default_suite)
+    assert stats_of(body).split("\n")[4] == "Relative speed: 0.22 (= 20.0ms / 90.0ms)"
+    assert (verdict.score, verdict.passed) == (0, True)
+    assert judge(results_of(resnet_case("resnet50-bs16", 900.0, 20.0)), None).passed
 
 
 def test_dataloader_cases_take_no_thresholds(tmp_path):
@@ -212,7 +222,7 @@ def test_dataloader_cases_take_no_thresholds(tmp_path):
     suite_file.write_text("extends: default\ncases:\n  - id: swin-dataloader-w1\n    min_relative_speed: 1.0\n")
     results = thread_results("pr-cu12-release")
     with pytest.raises(UserError, match="'swin-dataloader-w1': swin_dataloader cases take no thresholds"):
-        render_speed_stats(results, load_suite(suite_file))
+        judged(results, load_suite(suite_file))
 
 
 def test_docs_preview_comment():
@@ -242,12 +252,12 @@ def test_a_user_template_folder_replaces_only_the_templates_it_holds(tmp_path, d
     )
     assert render_docs_preview("https://x", "o", "r", 3, templates_dir=tmp_path) == "Docs for #3: https://x/o/r\n"
     assert render_automerge_removed("cuda-module", templates_dir=tmp_path).startswith("CI failed when running job")
-    body = render_speed_stats(thread_results("pr-revert"), default_suite, templates_dir=tmp_path).body
+    body = body_of(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
     assert body == read("pr-revert-body.md").replace("GPU Name: ", "GPU: ")
 
 
 def builtin_path(name):
-    return Path(__file__).parents[1] / "src" / "speedstats" / "templates" / name
+    return Path(__file__).parents[1] / "templates" / name
 
 
 def read_builtin(name):
@@ -262,7 +272,7 @@ def read_builtin(name):
 def test_template_errors_name_the_template_file_and_line(tmp_path, default_suite, template, line, message):
     (tmp_path / "speed_stats.md.j2").write_text(template)
     with pytest.raises(UserError) as caught:
-        render_speed_stats(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
+        judged(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
     text = str(caught.value)
     assert text.startswith(f"{tmp_path / 'speed_stats.md.j2'}:{line}: ") and message in text
     assert "\n" not in text
@@ -276,7 +286,7 @@ def test_an_error_in_a_user_macro_names_the_macro_file_and_its_caller(tmp_path, 
     passed_at = line_of(macros, "s(of.total_s)")
     called_at = line_of(wrapper.read_text(encoding="utf-8"), "kinds[case.kind](case)")
     with pytest.raises(UserError) as caught:
-        render_speed_stats(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
+        judged(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
     assert str(caught.value) == (
         f"{macros_file}:{used_at}: UndefinedError: 'speedstats.render.FrameworkView object' has no attribute "
         f"'total_sec' (called from {macros_file}:{passed_at}, {wrapper}:{called_at})"
@@ -289,7 +299,7 @@ def line_of(text, fragment):
 
 def test_a_missing_template_folder_is_a_user_error(tmp_path, default_suite):
     with pytest.raises(UserError, match="nowhere: template folder not found"):
-        render_speed_stats(thread_results("pr-revert"), default_suite, templates_dir=tmp_path / "nowhere")
+        judged(thread_results("pr-revert"), default_suite, templates_dir=tmp_path / "nowhere")
 
 
 def test_a_cancelled_run_says_so_after_the_cases_it_measured(default_suite):
@@ -297,17 +307,17 @@ def test_a_cancelled_run_says_so_after_the_cases_it_measured(default_suite):
     measured.cancelled = True
     reloaded = results_model.loads(measured.to_json())  # the mark survives results.json
     assert reloaded.cancelled is True
-    rendered = render_speed_stats(reloaded, default_suite)
-    assert stats_of(rendered.body).split("\n")[-3:] == [
+    verdict, body = judged(reloaded, default_suite)
+    assert stats_of(body).split("\n")[-3:] == [
         "✔️ Relative speed: 1.45 (= 37.9ms / 26.2ms)", "",
         "❌ speed job cancelled before it finished: only the cases above were measured"]
-    assert not rendered.passed
-    assert rendered.reasons == ["the speed job was cancelled before its last case"]
+    assert not verdict.passed
+    assert verdict.reasons == ["the speed job was cancelled before its last case"]
 
-    nothing = render_speed_stats(results_of(), default_suite)
+    nothing = body_of(results_of(), default_suite)
     nothing_cancelled = results_of()
     nothing_cancelled.cancelled = True
-    assert render_speed_stats(nothing_cancelled, default_suite).body == nothing.body.replace(
+    assert body_of(nothing_cancelled, default_suite) == nothing.replace(
         "speed job produced no results", "speed job cancelled before it measured any case")
 
 
@@ -331,7 +341,7 @@ def test_text_from_a_results_file_cannot_leave_the_code_fence(default_suite):
     data["gpu_name"] = "GPU " + HOSTILE
     failed = dict(data["cases"][0], id="resnet50-bs16" + HOSTILE, error="oneflow: " + HOSTILE, frameworks={})
     data["cases"].append(failed)
-    body = render_speed_stats(results_model.loads(json.dumps(data)), default_suite).body
+    body = body_of(results_model.loads(json.dumps(data)), default_suite)
     assert body.count("```") == 2 and body.count("~~~") == 0
     assert body.count("</details>") == 1 and body.count("<details>") == 1
     assert "\x1b" not in body and "\x07" not in body
@@ -347,11 +357,11 @@ def test_two_failed_cases_of_the_same_batch_size_read_differently(default_suite)
                        input_shape=[16, 3, 224, 224], error="crashed")
     other = CaseResult(id="resnet50-bs16-channels-last", kind="resnet50", batch_size=16, times=100,
                        input_shape=[16, 3, 224, 224], error="crashed")
-    lines = stats_of(render_speed_stats(results_of(usual, other), None).body).split("\n")
+    lines = stats_of(body_of(results_of(usual, other), None)).split("\n")
     assert lines[2:] == [" ❌ resnet50 batch 16: crashed", "",
                          "❌ resnet50 batch 16 (case resnet50-bs16-channels-last): crashed"]
     from speedstats.parse import parse_speed_stats
 
-    parsed = parse_speed_stats(render_speed_stats(results_of(usual, other), None).body)
+    parsed = parse_speed_stats(body_of(results_of(usual, other), None))
     assert [(c.id, c.error) for c in parsed.cases] == [("resnet50-bs16", "crashed"),
                                                        ("resnet50-bs16-channels-last", "crashed")]

@@ -10,6 +10,7 @@ from speedstats.errors import UserError
 from speedstats.render import build_text, render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite, suite_from_dict
+from speedstats.verdict import judge
 
 HEAD = [0.30, 0.31, 0.33, 0.32, 0.30]
 BASE = [0.25, 0.26, 0.25, 0.27, 0.25]
@@ -72,18 +73,20 @@ base OneFlow 0.9.0 (git 381b12c, installed); PyTorch 2.14.1 (git deadbeefcafe, t
 
 
 def test_the_block_stays_exact_and_the_notes_follow_it(run):
-    rendered = render_speed_stats(run, load_suite(None, "smoke"))
-    block, notes = rendered.body.split("\n\n</details>\n\n")
+    suite = load_suite(None, "smoke")
+    verdict = judge(run, suite)
+    block, notes = render_speed_stats(run, suite, verdict).split("\n\n</details>\n\n")
     assert block.endswith(" ``` ") and "OneFlow resnet50 time: 310.0ms (= 3100.0ms / 10" in block
     assert notes == EXPECTED_NOTES
-    assert not rendered.passed and rendered.regressions == ["resnet50-bs2"]
-    assert "resnet50-bs2: OneFlow +20.0% against the base build" in rendered.reasons
+    assert not verdict.passed and verdict.regressions == ["resnet50-bs2"]
+    assert "resnet50-bs2: OneFlow +20.0% against the base build" in verdict.reasons
 
 
 def test_results_with_builds_round_trip_through_json(run):
     again = results_model.loads(run.to_json())
     assert again == run
-    assert render_speed_stats(again, None).body == render_speed_stats(run, None).body
+    body = render_speed_stats(run, None, judge(run, None))
+    assert render_speed_stats(again, None, judge(again, None)) == body
 
 
 def test_without_a_baseline_only_the_builds_line_follows():
@@ -91,8 +94,8 @@ def test_without_a_baseline_only_the_builds_line_follows():
     del record.frameworks["oneflow_base"]
     record.paired = None
     builds = {k: v for k, v in BUILDS.items() if k != "oneflow_base"}
-    body = render_speed_stats(Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record],
-                                      builds=builds), None).body
+    results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record], builds=builds)
+    body = render_speed_stats(results, None, judge(results, None))
     assert body.endswith("</details>\n\nBuilds: OneFlow 0.9.0+slow (git 381b12c, " + WHEEL + " sha256 "
                          "abababababab) with flowvision 0.2.1; PyTorch 2.14.1 (git deadbeefcafe, torch==2.14.1) "
                          "with torchvision 0.29.1")
@@ -106,11 +109,12 @@ def test_a_subset_of_the_frameworks_prints_only_their_lines(only, line):
     record = case("resnet50-bs2", 2)
     record.frameworks = {only: record.frameworks[only]}
     record.paired = None
-    rendered = render_speed_stats(Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record]),
-                                  load_suite(None, "smoke"))
-    assert rendered.body == (f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU \n\n {line}\n"
-                             " ``` \n\n</details>")
-    assert rendered.passed and record.failure is None and record.relative_speed is None
+    results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record])
+    suite = load_suite(None, "smoke")
+    verdict = judge(results, suite)
+    assert render_speed_stats(results, suite, verdict) == (
+        f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU \n\n {line}\n ``` \n\n</details>")
+    assert verdict.passed and record.failure is None and record.relative_speed is None
 
 
 def test_build_text_names_a_requirement_and_an_unknown_version():
@@ -153,9 +157,10 @@ def test_text_from_a_forks_results_stays_plain_after_the_block(run):
     hostile = "x\n</details> @maintainer [click](https://e.test) ![i](https://e.test/i.png) | `code`"
     run.builds["oneflow"]["packages"]["oneflow"]["version"] = hostile
     run.cases[0].id = "resnet50-bs2" + hostile
-    notes = render_speed_stats(run, None).body.split("\n\n</details>\n\n", 1)[1]
+    notes = render_speed_stats(run, None, judge(run, None)).split("\n\n</details>\n\n", 1)[1]
     assert "</details>" not in notes and "@maintainer" not in notes and "@\u2060maintainer" in notes
-    assert "[click]" not in notes and "\\[click\\](https://e.test)" in notes and "![" not in notes
+    assert "[click]" not in notes and "\\[click\\](https:/\u2060/e.test)" in notes and "![" not in notes
+    assert "https://" not in notes  # no bare URL for GitHub to link either
     assert "\\`code\\`" in notes
     rows = [line for line in notes.split("\n") if line.startswith("| resnet50-bs2x")]
     assert rows and all(line.count(" | ") == 4 for line in rows)  # no extra cell

@@ -8,6 +8,7 @@ from speedstats.parse import parse_speed_stats
 from speedstats.render import render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite
+from speedstats.verdict import judge
 
 MIB = 2**20
 
@@ -53,15 +54,16 @@ EXPECTED_WITH_MEMORY = (
 
 
 def test_memory_lines_follow_each_case_byte_for_byte():
-    body = render_speed_stats(results(), load_suite(profile="default"), show_memory=True).body
+    suite = load_suite(profile="default")
+    body = render_speed_stats(results(), suite, judge(results(), suite), show_memory=True)
     assert body == EXPECTED_WITH_MEMORY
 
 
 def test_without_the_option_the_block_is_unchanged():
     suite = load_suite(profile="default")
-    plain = render_speed_stats(results(), suite).body
+    plain = render_speed_stats(results(), suite, judge(results(), suite))
     assert "used (rank 0" not in plain
-    assert plain == render_speed_stats(results(), suite, show_memory=False).body
+    assert plain == render_speed_stats(results(), suite, judge(results(), suite), show_memory=False)
     without_lines = "\n".join(line for line in EXPECTED_WITH_MEMORY.split("\n") if "used (rank 0" not in line)
     assert plain == without_lines
 

@@ -2,10 +2,12 @@
 with --verdict/--required-label, against the loopback GitHub."""
 
 import io
+import os
+from unittest import mock
 
 import pytest
 
-from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
+from fakegithub import actions_env, event_payload, run_speedstats
 from speedstats.errors import UserError
 from speedstats.github import labels
 
@@ -17,11 +19,10 @@ BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n â
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_pull(REPO, 7, labels=["bug"], head_sha=SHA)
-        yield server
+def gh(fake_github):
+    server = fake_github(TOKEN)
+    server.add_pull(REPO, 7, labels=["bug"], head_sha=SHA)
+    return server
 
 
 def labelled_event(*names):
@@ -39,7 +40,9 @@ def env_of(gh, tmp_path, event, token=TOKEN):
 
 def decide(env):
     err = io.StringIO()
-    fails = labels.verdict_fails_step(LABEL, labels.prepare(environ=env), err=err)
+    # the client's retry waits are read from os.environ: scaled down as the job's env says
+    with mock.patch.dict(os.environ, {k: v for k, v in env.items() if k.startswith("SPEEDSTATS_GITHUB_")}):
+        fails = labels.verdict_fails_step(LABEL, labels.prepare(environ=env), err=err)
     return fails, err.getvalue()
 
 

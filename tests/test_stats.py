@@ -82,7 +82,7 @@ def test_median_quantile_and_spread():
     s = spread([1.0, 2.0, 3.0, 4.0, 10.0])
     assert (s.n, s.median, s.min, s.max, s.q1, s.q3, s.iqr, s.mad) == (5, 3.0, 1.0, 10.0, 2.0, 4.0, 2.0, 1.0)
     assert s.relative_mad == pytest.approx(1 / 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^median of no values$"):
         median([])
 
 

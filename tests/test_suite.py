@@ -159,3 +159,67 @@ def test_skip_true_drops_a_case_without_extends_too(tmp_path):
                     "  - {id: b, kind: resnet50, batch_size: 2, times: 1, skip: true}\n"
                     "  - {id: c, kind: resnet50, batch_size: 4, times: 1, skip: false}\n")
     assert [c.id for c in load_suite(path).cases] == ["a", "c"]
+
+
+def billion_laughs(levels=9, width=10):
+    """A suite whose dataset.cache_dir expands to width**levels strings through YAML aliases."""
+    lines = ["extends: smoke", "dataset:", "  cache_dir:", f"    - &l0 [{', '.join(['lol'] * width)}]"]
+    for level in range(1, levels):
+        lines.append(f"    - &l{level} [{', '.join([f'*l{level - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def run_limited(argv, cwd, memory_bytes=1 << 30, timeout=60):
+    """`python -m speedstats ARGV` with at most memory_bytes of address space."""
+    import os
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "SPEEDSTATS_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    return subprocess.run([sys.executable, "-m", "speedstats", *map(str, argv)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=limit, check=False)
+
+
+@pytest.mark.parametrize("command", ["render", "run"])
+def test_a_yaml_alias_bomb_is_refused_quickly_in_bounded_memory(tmp_path, command):
+    from pathlib import Path
+
+    suite = tmp_path / "bomb.yml"
+    suite.write_text(billion_laughs())
+    results = Path(__file__).resolve().parent / "data" / "smoke-results.json"
+    argv = [command, results] if command == "render" else [command, "--device", "cpu", "--out", tmp_path]
+    proc = run_limited(argv + ["--suite", suite], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"speedstats: error: {suite}: not a suite: it expands to more than 10000 YAML "
+                           "values (aliases counted where they are used)\n")
+    assert proc.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["bomb.yml"]
+
+
+def test_anchors_and_aliases_within_the_bound_are_read(tmp_path):
+    path = tmp_path / "suite.yml"
+    path.write_text("extends: smoke\nenv: &shared {A: '1'}\ncases:\n  - {id: resnet50-bs2, env: *shared}\n")
+    suite = load_suite(path)
+    assert suite.env["A"] == "1" and suite.case("resnet50-bs2").env["A"] == "1"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("extends: default\ndataset: {cache_dir: [" + "'" + "x" * 100000 + "']}\n",
+     "dataset: field 'cache_dir' must be a folder path, got ['xxxxxxx"),
+    ("extends: default\ncases:\n  - {id: resnet50-bs16, kind: '" + "k" * 100000 + "'}\n",
+     "cases[0] (resnet50-bs16): field 'kind' must be one of resnet50, swin_dataloader, got 'kkkk"),
+    ("cases:\n  - {id: a, kind: resnet50, batch_size: " + "9" * 5000 + ", times: 1}\n",
+     "not a suite: a value cannot be read (Exceeds the limit (4300)"),
+    ("extends: default\n1: x\n", "unknown field '1'"),
+])
+def test_messages_quote_a_bounded_part_of_a_value(tmp_path, text, message):
+    path = tmp_path / "suite.yml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        load_suite(path)
+    assert message in str(err.value) and len(str(err.value)) < len(str(path)) + 250

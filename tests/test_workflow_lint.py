@@ -28,6 +28,7 @@ def run(argv):
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, timeout=120, env=env)
 
 
+@pytest.mark.lint
 def test_actionlint_passes_on_every_workflow():
     workflows = sorted(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.yml"))
     assert ".github/workflows/image.yml" in workflows
@@ -36,6 +37,7 @@ def test_actionlint_passes_on_every_workflow():
     assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
 
 
+@pytest.mark.lint
 def test_zizmor_passes_on_the_workflows_and_the_action():
     proc = run([tool("zizmor"), "--offline", "--no-progress", "--format", "plain", "--config", ".github/zizmor.yml",
                 ".github/workflows/", "action.yml"])

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from speedstats import actions_io
 from speedstats import results as results_model
+from speedstats.actions_io import check_repo, check_sha
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
-from speedstats.github.context import check_repo, check_sha, read_event
 from speedstats.text import one_line
 
 SCHEMA = "speedstats/bundle/v1"
@@ -64,14 +64,12 @@ class BundleIdentity(NamedTuple):
 
 def identity_from_env(environ=None):
     """(pr_number, head_sha, run_id, repo) of the running job, for write_bundle(dir, text, body, *identity)."""
-    env = os.environ if environ is None else environ
-    event = read_event(env)
-    run_id = env.get("GITHUB_RUN_ID")
+    event = actions_io.read_event(environ)
     return BundleIdentity(
         pr_number=event.pr_number,
-        head_sha=event.head_sha or env.get("GITHUB_SHA") or None,
-        run_id=int(run_id) if run_id and run_id.isdigit() else None,
-        repo=env.get("GITHUB_REPOSITORY") or event.repo,
+        head_sha=event.head_sha or actions_io.commit_sha(environ),
+        run_id=actions_io.run_id(environ),
+        repo=actions_io.repository(environ) or event.repo,
     )
 
 

@@ -5,7 +5,8 @@ time, so `speedstats render` and the GitHub commands work without torch or onefl
 
 Errors come out on one line with an exit status of speedstats.errors. An unexpected exception (a
 bug) exits EXIT_INTERNAL_ERROR with a line naming the command and the operation; its traceback goes
-to a file that the line names, or to stderr with `--debug`.
+to a file that the line names (beside the command's --out, else in $RUNNER_TEMP, else in the temp
+folder), or to stderr with `--debug`.
 """
 
 import argparse
@@ -13,7 +14,9 @@ import importlib
 import os
 import sys
 import tempfile
+import time
 import traceback
+from pathlib import Path
 
 from speedstats import __version__
 from speedstats.errors import (
@@ -25,7 +28,7 @@ from speedstats.errors import (
 from speedstats.text import one_line
 
 COMMAND_MODULES = (
-    "speedstats.bench.cli",  # run
+    "speedstats.run_cli",  # run
     "speedstats.render_cli",  # render, parse
     "speedstats.analysis.cli",  # compare, trend
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
@@ -93,16 +96,33 @@ def _operation(exc):
     return f"{where.name} ({path}:{where.lineno})"
 
 
+def traceback_folder(args):
+    """Where an internal error's traceback goes: beside the command's output (its --out folder, or the
+    folder of its --out file), else $RUNNER_TEMP (emptied by the runner after each job), else the temp
+    folder."""
+    out = getattr(args, "out", None)
+    if isinstance(out, str) and out:
+        folder = Path(out) if Path(out).is_dir() else Path(out).parent
+        if folder.is_dir():
+            return folder
+    runner_temp = os.environ.get("RUNNER_TEMP")
+    if runner_temp and os.path.isdir(runner_temp):
+        return Path(runner_temp)
+    return Path(tempfile.gettempdir())
+
+
 def internal_error(command, exc, args):
+    from speedstats.fsutil import write_atomic
+
     text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), args)
     debug = getattr(args, "debug", False) or os.environ.get("SPEEDSTATS_DEBUG") == "1"
     where = None
     if not debug:
+        name = f"speedstats-traceback-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
         try:
-            fd, where = tempfile.mkstemp(prefix="speedstats-traceback-", suffix=".txt")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError:
+            where = traceback_folder(args) / name
+            write_atomic(where, text, "traceback file")  # whole or not at all, a full disk included
+        except (SpeedstatsError, OSError):
             where = None
     if where is None:
         try:

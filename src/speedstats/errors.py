@@ -6,6 +6,10 @@ The statuses keep one meaning across every command and the action's entrypoint:
     1  the verdict failed       4  the device stayed busy past the lock timeout
     2  bad input                5  GitHub unreachable after the retries (or past the deadline)
                                 6  internal error (a bug): one line, the traceback in a file
+                                7  a case was measured on a disturbed machine (other processes on
+                                   the CPU, a throttled or busy GPU): its figures are not comparable
+
+`speedstats run` gives 3 before 7, and 7 before 1: figures from a disturbed machine judge nothing.
 """
 
 EXIT_OK = 0
@@ -15,6 +19,7 @@ EXIT_CASE_FAILED = 3
 EXIT_DEVICE_BUSY = 4
 EXIT_GITHUB_UNREACHABLE = 5
 EXIT_INTERNAL_ERROR = 6
+EXIT_DISTURBED = 7
 EXIT_INTERRUPTED = 130
 
 

@@ -27,6 +27,16 @@ def _visible_entry(cuda_index):
     return entry if entry.startswith(("GPU-", "MIG-")) else None
 
 
+def nvml_handle(pynvml, cuda_index):
+    """NVML's handle of CUDA device `cuda_index`; NVMLError (not found) when CUDA_VISIBLE_DEVICES hides it."""
+    entry = _visible_entry(cuda_index)
+    if entry is None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+    if isinstance(entry, int):
+        return pynvml.nvmlDeviceGetHandleByIndex(entry)
+    return pynvml.nvmlDeviceGetHandleByUUID(entry)
+
+
 def _nvml(query, cuda_index=0):
     """query(pynvml, handle) for CUDA device `cuda_index`, or None when NVML, its driver library or
     the GPU is missing. NVMLError covers a missing libnvidia-ml, an unloaded driver, a missing device."""
@@ -42,11 +52,7 @@ def _nvml(query, cuda_index=0):
     except (pynvml.NVMLError, OSError):
         return None
     try:
-        if isinstance(entry, int):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(entry)
-        else:
-            handle = pynvml.nvmlDeviceGetHandleByUUID(entry)
-        value = query(pynvml, handle)
+        value = query(pynvml, nvml_handle(pynvml, cuda_index))
     except pynvml.NVMLError:
         return None
     finally:

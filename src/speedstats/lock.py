@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from speedstats import actions_io
 from speedstats.errors import EXIT_DEVICE_BUSY, UserError
 
 DEFAULT_LOCK_DIR = "/tmp/speedstats-locks"
@@ -103,8 +104,7 @@ def read_holder(path):
 def _holder_record():
     since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = f"pid={os.getpid()} since={since}"
-    job = "/".join(v for v in (os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_RUN_ID"),
-                                os.environ.get("GITHUB_JOB")) if v)
+    job = actions_io.job_path()
     if job:
         record += f" job={job}"
     return record + "\n"

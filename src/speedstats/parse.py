@@ -18,30 +18,21 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from speedstats.errors import UserError
-from speedstats.results import CaseResult, FrameworkResult, Results, check_count, check_framework
+from speedstats.results import (
+    CaseResult,
+    FrameworkResult,
+    Results,
+    case_id_for,
+    check_count,
+    check_framework,
+    check_input_shape,
+)
 
 PARSED_SUITE = "default"
 PARSED_DEVICE = "cuda"
 UNKNOWN_GPU = "unknown"
 SWIN_DATALOADER_BATCH_SIZE = 32  # the old bot's dataloader batch, never printed
-DEFAULT_DDP_WORLD_SIZE = 2
 SNIPPET_LIMIT = 120
-
-
-def case_id_for(kind, batch_size, ddp=False, num_workers=None, world_size=DEFAULT_DDP_WORLD_SIZE):
-    """The suite id of a case: resnet50-bs16, resnet50-ddp-bs16, swin-dataloader-w4.
-
-    A DDP run on other than 2 ranks gets its own id (resnet50-ddp4-bs16), so the 2-rank thresholds
-    of the default suite do not apply to it.
-    """
-    if kind == "resnet50":
-        if not ddp:
-            return f"resnet50-bs{batch_size}"
-        ranks = "" if world_size == DEFAULT_DDP_WORLD_SIZE else str(world_size)
-        return f"resnet50-ddp{ranks}-bs{batch_size}"
-    if kind == "swin_dataloader":
-        return f"swin-dataloader-w{num_workers}"
-    raise ValueError(f"unknown case kind {kind!r}")
 
 
 _NUMBER = r"\d+(?:\.\d+)?"
@@ -205,8 +196,8 @@ class _Parser:
         """The case, once its figures make sense (positive times, per-iteration = total / times)."""
         where = f"{self.where}: line {number}"
         check_count(case.batch_size, "batch_size", where)
-        for size in case.input_shape or []:
-            check_count(size, "input_shape", where)
+        if case.input_shape is not None:
+            check_input_shape(case.input_shape, case.batch_size, where)
         if case.ddp:
             check_count(case.world_size, "world size", where)
         for name, fw in case.frameworks.items():

@@ -9,35 +9,27 @@ UserError naming the template file and line. No framework is imported here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
 from speedstats import verdict as verdicts
+from speedstats.contenders import ROLE_WORDS, of_family
 from speedstats.errors import UserError
 from speedstats.resources import templates_dir as builtin_templates_dir
+from speedstats.results import case_id_for
 from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
-ROLE_LABELS = {"oneflow": "head", "oneflow_base": "base", "pytorch": "PyTorch"}
-MAIN_PACKAGE = {"oneflow": ("oneflow", "OneFlow"), "pytorch": ("torch", "PyTorch")}
-COMPANIONS = {"oneflow": ("flowvision",), "pytorch": ("torchvision", "timm")}
+MACHINE_NOTES_TEMPLATE = "machine_notes.md.j2"
+ROLE_LABELS = ROLE_WORDS  # the role of each build in the builds line: head, base, PyTorch
+BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
 GPU_NAME_LIMIT = 200
 CASE_ID_LIMIT = 100
-
-
-@dataclass
-class Rendered:
-    body: str
-    score: int
-    passed: bool
-    cases: list[verdicts.CaseVerdict]
-    reasons: list[str] = field(default_factory=list)  # why the verdict failed, one line each
-    regressions: list[str] = field(default_factory=list)  # cases slower than the base build
 
 
 @dataclass
@@ -140,8 +132,6 @@ def _framework_view(fw):
 
 
 def _standard_id(case):
-    from speedstats.parse import case_id_for
-
     try:
         return case_id_for(case.kind, case.batch_size, ddp=case.ddp, num_workers=case.num_workers,
                            world_size=case.world_size)
@@ -171,14 +161,14 @@ def case_view(case, case_verdict):
     )
 
 
-def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
-    """The Speed stats comment body for results judged against suite (None: no thresholds).
+def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=None):
+    """The Speed stats comment body for results and their verdict, `verdict.judge(results, suite)`
+    (suite None: no thresholds).
 
     show_memory adds each case's peak memory lines; None takes the suite's `show_memory`.
     """
     if show_memory is None:
         show_memory = bool(getattr(suite, "show_memory", False))
-    verdict = verdicts.judge(results, suite)
     context = {
         "gpu_name": fence_safe(results.gpu_name, GPU_NAME_LIMIT),
         "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
@@ -193,13 +183,16 @@ def render_speed_stats(results, suite, templates_dir=None, show_memory=None):
         "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
+    from speedstats import machine
+
+    machine_context = machine.notes_context(results, suite)
+    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine_context, templates_dir)
+    if machine_notes:  # right after the block: a disturbed machine is said before anything else
+        body = f"{body}\n\n{machine_notes}"
     notes = render_template(NOTES_TEMPLATE, notes_context(results), templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
-    return Rendered(
-        body=body, score=verdict.score, passed=verdict.passed, cases=verdict.cases, reasons=verdict.reasons,
-        regressions=verdict.regressions,
-    )
+    return body
 
 
 def _percent(ratio):
@@ -252,7 +245,8 @@ def _paired_row(case):
 def build_text(provenance):
     """One build as the builds line names it: version, git commit, and where it came from."""
     family = provenance.get("family", "oneflow")
-    package, label = MAIN_PACKAGE.get(family, (family, family))
+    known = of_family(family)
+    package, label = (known.package, known.framework) if known is not None else (family, family)
     packages = provenance.get("packages") or {}
     main = packages.get(package) or {}
     details = []
@@ -266,7 +260,7 @@ def build_text(provenance):
     else:
         details.append(provenance.get("source") or "installed")
     text = f"{label} {main.get('version') or 'unknown version'} ({', '.join(details)})"
-    companions = [f"{name} {packages[name]['version']}" for name in COMPANIONS.get(family, ())
+    companions = [f"{name} {packages[name]['version']}" for name in (known.companions if known else ())
                   if (packages.get(name) or {}).get("version")]
     if companions:
         text += f" with {', '.join(companions)}"
@@ -298,6 +292,47 @@ def notes_context(results):
         "min_effect": stats.DEFAULT_MIN_EFFECT * 100, "confidence": stats.DEFAULT_CONFIDENCE * 100,
         "fail_mark": verdicts.FAIL_MARK,
     }
+
+
+def baseline_table_context(report):
+    """What the baseline table template sees of an analysis.compare Report: one entry per row, with
+    its figures in printed units."""
+    rows = []
+    for row in report.rows:
+        c = row.comparison
+        rows.append({
+            "case": _table_cell(row.case_id),
+            "framework": row.label,
+            "base": time_text(c.base_s, row.kind),
+            "head": time_text(c.head_s, row.kind),
+            "change": change_percent(c.change),
+            "low": None if c.low is None else change_percent(c.low - 1),
+            "high": None if c.high is None else change_percent(c.high - 1),
+            "verdict": c.verdict,
+            "text": _table_cell(c.text),
+            "rounds": (c.base_rounds, c.head_rounds),
+        })
+    return {
+        "rows": rows,
+        "min_effect": report.min_effect * 100,
+        "confidence": report.confidence * 100,
+        "single_round_threshold": report.single_round_threshold * 100,
+        "regressions": len(report.regressions),
+        "base": report.base,
+        "head": report.head,
+        "fail_mark": verdicts.FAIL_MARK,
+    }
+
+
+def _table_cell(text):
+    """Text safe inside one markdown table cell: the rule of the run's head-vs-base table (markdown_safe)."""
+    return markdown_safe(text, 300)
+
+
+def render_baseline_table(report, templates_dir=None):
+    """The markdown table of an analysis.compare Report that follows the Speed stats block (no newline
+    at the end)."""
+    return render_template(BASELINE_TABLE_TEMPLATE, baseline_table_context(report), templates_dir)
 
 
 def render_docs_preview(base_url, owner, repo, number, templates_dir=None):

@@ -13,6 +13,7 @@ from speedstats.fsutil import read_text, write_atomic
 from speedstats.parse import UNKNOWN_GPU, parse_speed_stats
 from speedstats.render import render_speed_stats, write_stdout
 from speedstats.suite import builtin_profiles, load_suite
+from speedstats.verdict import judge
 
 
 def suite_for(results, suite_path=None, profile=None):
@@ -25,31 +26,37 @@ def suite_for(results, suite_path=None, profile=None):
 def render_command(args):
     results = results_model.load(args.results)
     suite = suite_for(results, args.suite, args.profile)
-    rendered = render_speed_stats(results, suite, templates_dir=args.templates, show_memory=args.memory or None)
-    body, regressions = rendered.body, []
+    verdict = judge(results, suite)
+    body = render_speed_stats(results, suite, verdict, templates_dir=args.templates,
+                              show_memory=args.memory or None)
+    regressions = []
     if args.baseline:
         body, regressions = with_baseline_table(body, results, args)
     if args.out:
         write_atomic(args.out, body)
     else:
         write_stdout(body)
-    if not rendered.passed:
-        print(f"speedstats: verdict: failed (score {rendered.score})", file=sys.stderr)
-        for reason in rendered.reasons:
+    if not verdict.passed:
+        print(f"speedstats: verdict: failed (score {verdict.score})", file=sys.stderr)
+        for reason in verdict.reasons:
             print(f"speedstats:   {reason}", file=sys.stderr)
     for row in regressions:
         print(f"speedstats: regression: {row.case_id} {row.label}: {row.comparison.change * 100:+.1f}% "
               f"({row.comparison.text})", file=sys.stderr)
-    return 0 if rendered.passed and not regressions else 1
+    if verdict.disturbed:
+        from speedstats.errors import EXIT_DISTURBED
+
+        return EXIT_DISTURBED
+    return 0 if verdict.passed and not regressions else 1
 
 
 def with_baseline_table(body, results, args):
     """The Speed stats block, a blank line, then the table against the --baseline run."""
     from speedstats.analysis.cli import compare_report
-    from speedstats.analysis.compare import render_table
+    from speedstats.render import render_baseline_table
 
     report = compare_report(args.baseline, results, args)
-    return f"{body}\n\n{render_table(report, templates_dir=args.templates)}", report.regressions
+    return f"{body}\n\n{render_baseline_table(report, templates_dir=args.templates)}", report.regressions
 
 
 def parse_command(args):

@@ -1,5 +1,9 @@
 """Where the built-in suites and templates live: package data, found through importlib.resources,
-so a wheel installed anywhere has them."""
+so a wheel installed anywhere has them.
+
+The templates are the repository's top-level templates/ folder, which the wheel carries as
+speedstats/templates/ (pyproject.toml: package-dir). Run from a checkout (an editable install or
+PYTHONPATH=src), the package has no such folder and the checkout's own is used."""
 
 import os
 from importlib import resources
@@ -19,5 +23,11 @@ def suites_dir():
     return _package_dir("suites")
 
 
+CHECKOUT_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
 def templates_dir():
-    return _package_dir("templates")
+    packaged = _package_dir("templates")
+    if packaged.is_dir() or os.environ.get("SPEEDSTATS_HOME"):
+        return packaged
+    return CHECKOUT_TEMPLATES

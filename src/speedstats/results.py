@@ -12,17 +12,39 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from speedstats.contenders import ROLES, SPEED_STATS_ROLES
 from speedstats.errors import UserError
+from speedstats.text import one_line, shown
 
 SCHEMA = "speedstats/results/v1"
-FRAMEWORKS = ("oneflow", "pytorch")  # the two of the Speed stats block: the head OneFlow and PyTorch
-BASE = "oneflow_base"  # the OneFlow build the head is judged against, when a baseline is given
-CONTENDERS = ("oneflow", BASE, "pytorch")
 CASE_KINDS = ("resnet50", "swin_dataloader")
+PAIRED_VERDICTS = ("regression", "improvement", "no change", "not comparable")  # analysis.stats.VERDICTS
 MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
+DEFAULT_DDP_WORLD_SIZE = 2  # the old bot's DDP cases ran on 2 ranks
+# No time is shorter than a nanosecond or longer than about four months: within these, every figure
+# the comment prints (milliseconds, relative speeds, changes in percent) is a finite number.
+MIN_SECONDS, MAX_SECONDS = 1e-9, 1e7
+MAX_RATIO = 1e6  # head/base ratios and their interval (a million times slower is not a benchmark)
+MAX_INTEGER_DIGITS = 300  # a JSON integer with more digits is refused before Python converts it
 # per_iter_s may differ from total_s / times by half the last printed digit: the comment prints
 # resnet50 times in ms with one decimal and dataloader times in s with three (parse reads them back).
 PRINTED_HALF_UNIT_S = {"resnet50": 0.05e-3, "swin_dataloader": 0.5e-3}
+
+
+def case_id_for(kind, batch_size, ddp=False, num_workers=None, world_size=DEFAULT_DDP_WORLD_SIZE):
+    """The suite id of a case: resnet50-bs16, resnet50-ddp-bs16, swin-dataloader-w4.
+
+    A DDP run on other than 2 ranks gets its own id (resnet50-ddp4-bs16), so the 2-rank thresholds
+    of the default suite do not apply to it.
+    """
+    if kind == "resnet50":
+        if not ddp:
+            return f"resnet50-bs{batch_size}"
+        ranks = "" if world_size == DEFAULT_DDP_WORLD_SIZE else str(world_size)
+        return f"resnet50-ddp{ranks}-bs{batch_size}"
+    if kind == "swin_dataloader":
+        return f"swin-dataloader-w{num_workers}"
+    raise ValueError(f"unknown case kind {kind!r}")
 
 
 @dataclass
@@ -37,6 +59,10 @@ class FrameworkResult:
     memory_kind: str | None = None  # "cuda-allocator" or "rss"
     imported: dict | None = None  # the framework module its worker imported: version, file
     error: str | None = None
+    # The machine's state around each round of rounds_s (see bench.machine_state), and the disturbed
+    # rounds that were measured again: {"per_iter_s", "state"}.
+    round_states: list[dict] = field(default_factory=list)
+    remeasured: list[dict] = field(default_factory=list)
 
     @property
     def ok(self):
@@ -66,11 +92,14 @@ class CaseResult:
     mode: str | None = None
     model: str | None = None
     env: dict[str, str] | None = None
+    # Measured on a disturbed machine (see speedstats.machine.case_disturbance): {"contenders": {role:
+    # [texts]}, "text"}; its figures are not comparable.
+    disturbance: dict | None = None
 
     @property
     def measured(self):
         """The frameworks of the Speed stats block this case ran (both, unless a subset was asked for)."""
-        return [name for name in FRAMEWORKS if name in self.frameworks] or list(FRAMEWORKS)
+        return [name for name in SPEED_STATS_ROLES if name in self.frameworks] or list(SPEED_STATS_ROLES)
 
     @property
     def failure(self):
@@ -90,7 +119,7 @@ class CaseResult:
     @property
     def relative_speed(self):
         """PyTorch time over OneFlow time per iteration, from unrounded figures."""
-        if self.failure or len(self.measured) < len(FRAMEWORKS):
+        if self.failure or len(self.measured) < len(SPEED_STATS_ROLES):
             return None
         of, pt = self.frameworks["oneflow"], self.frameworks["pytorch"]
         return (pt.total_s / pt.times) / (of.total_s / of.times)
@@ -109,6 +138,8 @@ class Results:
     # What each contender measured: version, git commit, wheel and sha256 or requirement (see bench.builds).
     builds: dict[str, dict] = field(default_factory=dict)
     cancelled: bool = False  # stopped (SIGTERM, SIGINT) before its last case: the cases are incomplete
+    # The machine once per run (see bench.machine_state): CPU, driver, each GPU, the quiet check.
+    machine: dict | None = None
     schema: str = SCHEMA
 
     @property
@@ -139,8 +170,7 @@ _NUM = (float, int)
 
 
 def _short(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return shown(value, limit)
 
 
 def check_seconds(value, key, where):
@@ -155,6 +185,9 @@ def check_seconds(value, key, where):
         raise UserError(f"{where}: field '{key}' must be a finite number of seconds, got {_short(value)}")
     if value <= 0:
         raise UserError(f"{where}: field '{key}' must be above zero, got {_short(value)}")
+    if not MIN_SECONDS <= value <= MAX_SECONDS:
+        raise UserError(f"{where}: field '{key}' must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} "
+                        f"seconds, got {_short(value)}")
     return float(value)
 
 
@@ -186,6 +219,68 @@ def check_framework(fw, kind, where):
             raise UserError(f"{where}: field 'per_iter_s' ({fw.per_iter_s:g}) disagrees with total_s / times "
                             f"({fw.total_s:g} / {fw.times} = {expected:g})")
     return fw
+
+
+def check_input_shape(shape, batch_size, where):
+    """A ResNet50 input shape: four sizes (batch, channels, height, width), the batch the case's."""
+    if not isinstance(shape, list) or len(shape) != 4:
+        raise UserError(f"{where}: field 'input_shape' must be four sizes [batch, channels, height, width], "
+                        f"got {_short(shape)}")
+    for i, size in enumerate(shape):
+        check_count(size, f"input_shape[{i}]", where)
+    if shape[0] != batch_size:
+        raise UserError(f"{where}: field 'input_shape' starts with {shape[0]}, "
+                        f"not the batch size {batch_size}")
+    return shape
+
+
+def _ratio(data, key, where):
+    value = data.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, _NUM) or not 0 < value <= MAX_RATIO:
+        raise UserError(f"{where}: field '{key}' must be a number above 0 and at most {MAX_RATIO:g}, "
+                        f"got {_short(value)}")
+
+
+def _paired(data, where):
+    """The head-vs-base verdict of a case, as the comment reads it: a known verdict, and ratios that
+    print as finite percentages (a verdict other than "not comparable" has its ratio)."""
+    paired = _field(data, "paired", (dict,), where, required=False)
+    if paired is None:
+        return None
+    where = f"{where}.paired"
+    verdict = _field(paired, "verdict", (str,), where, required=False)
+    if verdict is not None and verdict not in PAIRED_VERDICTS:
+        raise UserError(f"{where}: field 'verdict' must be one of {', '.join(PAIRED_VERDICTS)}, "
+                        f"got {_short(verdict)}")
+    _field(paired, "reason", (str,), where, required=False)
+    for key in ("ratio", "low", "high"):
+        value = paired.get(key)
+        if value is None:
+            if key == "ratio" and verdict not in (None, "not comparable"):
+                raise UserError(f"{where}: missing field 'ratio' (required with the verdict {verdict!r})")
+            continue
+        if isinstance(value, bool) or not isinstance(value, _NUM) or not 0 < value <= MAX_RATIO:
+            raise UserError(f"{where}: field '{key}' must be a number above 0 and at most {MAX_RATIO:g}, "
+                            f"got {_short(value)}")
+    return paired
+
+
+def _confirmation(data, where):
+    """A flagged case measured again: its status, and the flags the comment lists."""
+    confirmation = _field(data, "confirmation", (dict,), where, required=False)
+    if confirmation is None:
+        return None
+    where = f"{where}.confirmation"
+    status = confirmation.get("status")
+    if status not in (None, "confirmed", "cleared"):
+        raise UserError(f"{where}: field 'status' must be confirmed or cleared, got {_short(status)}")
+    flags = _field(confirmation, "flags", (list,), where, required=status is not None, default=[])
+    for i, flag in enumerate(flags):
+        if not isinstance(flag, str):
+            raise UserError(f"{where}: field 'flags[{i}]' must be str, got {_short(flag)}")
+    return confirmation
 
 
 def _spread(data, where):
@@ -222,6 +317,8 @@ def framework_from_dict(data, where, kind=None):
         memory_kind=_field(data, "memory_kind", (str,), where, required=False),
         imported=_field(data, "imported", (dict,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
+        round_states=_field(data, "round_states", (list,), where, required=False, default=[]),
+        remeasured=_field(data, "remeasured", (list,), where, required=False, default=[]),
     )
     if fw.error is None:
         for key in ("total_s", "per_iter_s", "times"):
@@ -241,14 +338,12 @@ def case_from_dict(data, where):
     frameworks_data = _field(data, "frameworks", (dict,), where, required=False, default={})
     frameworks = {}
     for name, fw in frameworks_data.items():
-        if name not in CONTENDERS:
+        if name not in ROLES:
             raise UserError(f"{where}: unknown framework {name!r} in 'frameworks'")
         frameworks[name] = framework_from_dict(fw, f"{where}.frameworks.{name}", kind)
     shape = _field(data, "input_shape", (list,), where, required=False)
     if shape is not None and not all(isinstance(x, int) and not isinstance(x, bool) for x in shape):
         raise UserError(f"{where}: field 'input_shape' must be a list of integers, got {_short(shape)}")
-    for i, size in enumerate(shape or []):
-        check_count(size, f"input_shape[{i}]", where)
     case = CaseResult(
         id=case_id,
         kind=kind,
@@ -262,15 +357,18 @@ def case_from_dict(data, where):
         finished_at=_field(data, "finished_at", (str,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
         frameworks=frameworks,
-        paired=_field(data, "paired", (dict,), where, required=False),
-        confirmation=_field(data, "confirmation", (dict,), where, required=False),
+        paired=_paired(data, where),
+        confirmation=_confirmation(data, where),
         mode=_field(data, "mode", (str,), where, required=False),
         model=_field(data, "model", (str,), where, required=False),
         env=_field(data, "env", (dict,), where, required=False),
+        disturbance=_disturbance(data, where),
     )
     if kind == "resnet50" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
     check_count(case.batch_size, "batch_size", where)
+    if shape is not None:
+        check_input_shape(shape, case.batch_size, where)
     check_count(case.times, "times", where, minimum=0 if case.error else 1)  # 0: unknown, for a failed case
     check_count(case.world_size, "world_size", where)
     if case.num_workers is not None:
@@ -281,6 +379,7 @@ def case_from_dict(data, where):
 def results_from_dict(data, where="results"):
     if not isinstance(data, dict):
         raise UserError(f"{where}: must be a JSON object")
+    check_numbers(data, where)
     schema = data.get("schema", SCHEMA)
     if schema != SCHEMA:
         raise UserError(f"{where}: field 'schema' must be {SCHEMA!r}, got {schema!r}")
@@ -303,21 +402,74 @@ def results_from_dict(data, where="results"):
         error=_field(data, "error", (str,), where, required=False),
         builds=_builds(data, where),
         cancelled=_field(data, "cancelled", (bool,), where, required=False, default=False),
+        machine=_field(data, "machine", (dict,), where, required=False),
     )
+
+
+def _disturbance(data, where):
+    disturbance = _field(data, "disturbance", (dict,), where, required=False)
+    if disturbance is not None and (not isinstance(disturbance.get("text"), str)
+                                    or not isinstance(disturbance.get("contenders"), dict)):
+        raise UserError(f"{where}: field 'disturbance' must hold a 'text' and its 'contenders'")
+    return disturbance
 
 
 def _builds(data, where):
     builds = _field(data, "builds", (dict,), where, required=False, default={})
     for role, build in builds.items():
-        if role not in CONTENDERS or not isinstance(build, dict):
-            raise UserError(f"{where}: field 'builds.{role}' must be one of {', '.join(CONTENDERS)} "
+        if role not in ROLES or not isinstance(build, dict):
+            raise UserError(f"{where}: field 'builds.{role}' must be one of {', '.join(ROLES)} "
                             "mapped to an object")
     return dict(builds)
 
 
+class _LongInteger:
+    """A JSON integer of more than MAX_INTEGER_DIGITS digits, kept unconverted until it is refused."""
+
+    def __init__(self, text):
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self):
+        return f"an integer of {self.digits} digits"
+
+
+def _integer(text):
+    return _LongInteger(text) if len(text) > MAX_INTEGER_DIGITS else int(text)
+
+
+def check_numbers(data, where):
+    """Refuse a number no field can hold, wherever it is: NaN, an infinity (1e400 reads as one), or an
+    integer beyond what a float can hold. Names its field, as the checks of each field do."""
+    stack = [((), data)]
+    while stack:
+        parts, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((parts + (str(key),), item) for key, item in value.items())
+        elif isinstance(value, list):
+            head, last = parts[:-1], parts[-1] if parts else ""
+            for i, item in enumerate(value):
+                case_id = item.get("id") if isinstance(item, dict) else None
+                named = f" ({one_line(case_id, 60)})" if isinstance(case_id, str) else ""
+                stack.append((head + (f"{last}[{i}]{named}",), item))
+        elif isinstance(value, (_LongInteger, float, int)) and not isinstance(value, bool):
+            try:
+                finite = not isinstance(value, _LongInteger) and math.isfinite(float(value))
+            except OverflowError:
+                finite = False
+            if not finite:
+                place = f"{where}: {'.'.join(parts[:-1])}: " if len(parts) > 1 else f"{where}: "
+                raise UserError(f"{place}field '{parts[-1] if parts else ''}' must be a finite number of "
+                                f"sensible size, got {_short(value)}")
+
+
+def parse_json(text):
+    """json.loads, with an integer too long to convert kept for check_numbers to refuse."""
+    return json.loads(text, parse_int=_integer)
+
+
 def loads(text, where="results"):
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:

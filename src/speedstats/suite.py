@@ -3,6 +3,11 @@
 Built-in profiles live in the project's `suites/` folder (`default.yml`, `smoke.yml`). A user file
 may start from one of them with `extends: NAME` and override any field; cases are matched by `id`
 (fields of a known id are overridden, a new id is appended, `skip: true` drops a case).
+
+A suite comes from the pull request's checkout, so reading one is bounded: YAML anchors and aliases
+may repeat a value, but a file that expands to more than MAX_YAML_NODES values (aliases counted each
+time they are used, as in a "billion laughs" file) is refused before anything is built from it, and
+an error message quotes at most a few dozen characters of a value.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ import yaml
 
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
+from speedstats.machine import DisturbanceSpec, disturbance_from_dict
 from speedstats.resources import suites_dir
+from speedstats.text import one_line, shown
 
 CASE_KINDS = ("resnet50", "swin_dataloader")
 DEFAULT_GPU_KEY = "default"
-# What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and the README).
+# What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and docs/methodology.md).
 MODES = ("old-bot", "clean")
 MODELS = ("shared", "library")
 DEFAULT_MODE = "old-bot"
@@ -97,6 +104,8 @@ class Suite:
     mode: str = DEFAULT_MODE
     model: str = "shared"
     env: dict[str, str] = field(default_factory=dict)
+    # When a round counts as disturbed, how often it is measured again, when rounds are unstable.
+    disturbance: DisturbanceSpec = field(default_factory=DisturbanceSpec)
 
     def case(self, case_id):
         for case in self.cases:
@@ -109,16 +118,52 @@ def builtin_profiles():
     return sorted(p.stem for p in suites_dir().glob("*.yml"))
 
 
+MAX_YAML_NODES = 10_000  # the default suite has about 250
+
+
+def _expanded_size_exceeds(node, limit):
+    """True when the YAML node graph, each alias expanded where it is used, holds more than limit nodes."""
+    count, stack = 0, [node]
+    while stack:
+        count += 1
+        if count > limit:
+            return True
+        current = stack.pop()
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.extend((key, value))
+    return False
+
+
+def _safe_load_bounded(text, path):
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size_exceeds(node, MAX_YAML_NODES):
+            raise UserError(f"{path}: not a suite: it expands to more than {MAX_YAML_NODES} YAML values "
+                            "(aliases counted where they are used)")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _read_yaml(path):
     text = read_text(path, "suite file")
     try:
-        data = yaml.safe_load(text)
+        data = _safe_load_bounded(text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+        problem = one_line(getattr(exc, "problem", exc), 200)
+        raise UserError(f"{path}: not valid YAML{at}: {problem}") from None
     except RecursionError:
         raise UserError(f"{path}: not a suite: YAML nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise UserError(f"{path}: not a suite: a value cannot be read ({one_line(exc, 120)})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: a suite must be a YAML mapping")
     return data
@@ -127,7 +172,7 @@ def _read_yaml(path):
 def _profile_path(name):
     path = suites_dir() / f"{name}.yml"
     if not path.is_file():
-        raise UserError(f"unknown profile {name!r} (built-in: {', '.join(builtin_profiles())})")
+        raise UserError(f"unknown profile {shown(name)} (built-in: {', '.join(builtin_profiles())})")
     return path
 
 
@@ -170,7 +215,7 @@ def _skip(case, where):
     """A case's `skip`: true or false only (a string such as "false" would read as true)."""
     value = case.get("skip", False)
     if not isinstance(value, bool):
-        raise UserError(f"{where}: field 'skip' must be true or false, got {value!r}")
+        raise UserError(f"{where}: field 'skip' must be true or false, got {shown(value)}")
     return value
 
 
@@ -184,17 +229,17 @@ def _number(data, key, where, default=None, integer=False, minimum=None, require
         return default
     value = data[key]
     kind = "an integer" if integer else "a number"
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "\u2026"
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise UserError(f"{where}: field '{key}' must be {kind}, got {shown}")
+        raise UserError(f"{where}: field '{key}' must be {kind}, got {shown(value)}")
     try:
         finite = math.isfinite(float(value))
     except OverflowError:
         finite = False
     if not finite or (integer and abs(value) > MAX_INTEGER):
-        raise UserError(f"{where}: field '{key}' must be a finite number of sensible size, got {shown}")
+        raise UserError(f"{where}: field '{key}' must be a finite number of sensible size, "
+                        f"got {shown(value)}")
     if minimum is not None and value < minimum:
-        raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {shown}")
+        raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {shown(value)}")
     return value
 
 
@@ -205,14 +250,14 @@ _CASE_FIELDS = {
 }
 _SUITE_FIELDS = {
     "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env",
+    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env", "disturbance",
 }
 
 
 def _choice(data, key, where, choices, default):
     value = data.get(key, default)
     if value not in choices:
-        raise UserError(f"{where}: field '{key}' must be one of {', '.join(choices)}, got {value!r}")
+        raise UserError(f"{where}: field '{key}' must be one of {', '.join(choices)}, got {shown(value)}")
     return value
 
 
@@ -226,9 +271,9 @@ def _env(data, where, base=None):
         raise UserError(f"{where}: field 'env' must map variable names to values")
     for name, item in value.items():
         if not isinstance(name, str) or not name or "=" in name or "\0" in name:
-            raise UserError(f"{where}: field 'env' has a bad variable name {name!r}")
+            raise UserError(f"{where}: field 'env' has a bad variable name {shown(name)}")
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            raise UserError(f"{where}: field 'env.{name}' must be a string or a number, got {item!r}")
+            raise UserError(f"{where}: field 'env.{name}' must be a string or a number, got {shown(item)}")
         if isinstance(item, str) and "\0" in item:
             raise UserError(f"{where}: field 'env.{name}' must not contain a NUL character")
         env[name] = str(item)
@@ -251,16 +296,16 @@ def _case(data, i, suite_defaults, where):
     case_id = data.get("id")
     if not isinstance(case_id, str) or not case_id:
         raise UserError(f"{where}: field 'id' must be a non-empty string")
-    where = f"{where} ({case_id})"
-    unknown = sorted(set(data) - _CASE_FIELDS)
+    where = f"{where} ({one_line(case_id, 60)})"
+    unknown = sorted(set(data) - _CASE_FIELDS, key=str)
     if unknown:
-        raise UserError(f"{where}: unknown field '{unknown[0]}'")
+        raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
     kind = data.get("kind")
     if kind not in CASE_KINDS:
-        raise UserError(f"{where}: field 'kind' must be one of {', '.join(CASE_KINDS)}, got {kind!r}")
+        raise UserError(f"{where}: field 'kind' must be one of {', '.join(CASE_KINDS)}, got {shown(kind)}")
     ddp = data.get("ddp", False)
     if not isinstance(ddp, bool):
-        raise UserError(f"{where}: field 'ddp' must be true or false, got {ddp!r}")
+        raise UserError(f"{where}: field 'ddp' must be true or false, got {shown(ddp)}")
     ms = data.get("max_oneflow_ms") or {}
     if isinstance(ms, (int, float)) and not isinstance(ms, bool):
         ms = {DEFAULT_GPU_KEY: ms}
@@ -268,7 +313,7 @@ def _case(data, i, suite_defaults, where):
         raise UserError(f"{where}: field 'max_oneflow_ms' must map GPU names to milliseconds")
     for gpu in ms:
         if isinstance(ms[gpu], bool) or not isinstance(ms[gpu], (int, float)):
-            raise UserError(f"{where}: field 'max_oneflow_ms.{gpu}' must be a number, got {ms[gpu]!r}")
+            raise UserError(f"{where}: field 'max_oneflow_ms.{gpu}' must be a number, got {shown(ms[gpu])}")
         _number({f"max_oneflow_ms.{gpu}": ms[gpu]}, f"max_oneflow_ms.{gpu}", where, minimum=0)
     case = CaseSpec(
         id=case_id,
@@ -297,9 +342,9 @@ def _case(data, i, suite_defaults, where):
 
 
 def suite_from_dict(data, where):
-    unknown = sorted(set(data) - _SUITE_FIELDS)
+    unknown = sorted(set(data) - _SUITE_FIELDS, key=str)
     if unknown:
-        raise UserError(f"{where}: unknown field '{unknown[0]}'")
+        raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
     name = data.get("name", "custom")
     if not isinstance(name, str):
         raise UserError(f"{where}: field 'name' must be a string")
@@ -321,14 +366,14 @@ def suite_from_dict(data, where):
     seen = set()
     for case in cases:
         if case.id in seen:
-            raise UserError(f"{where}: case id {case.id!r} appears twice")
+            raise UserError(f"{where}: case id {shown(case.id)} appears twice")
         seen.add(case.id)
     ds = data.get("dataset") or {}
     if not isinstance(ds, dict):
         raise UserError(f"{where}: field 'dataset' must be a mapping")
-    unknown = sorted(set(ds) - set(DatasetSpec.__dataclass_fields__))
+    unknown = sorted(set(ds) - set(DatasetSpec.__dataclass_fields__), key=str)
     if unknown:
-        raise UserError(f"{where}: unknown field 'dataset.{unknown[0]}'")
+        raise UserError(f"{where}: unknown field 'dataset.{one_line(unknown[0], 60)}'")
     dw = f"{where}: dataset"
     dataset = DatasetSpec(
         images=_number(ds, "images", dw, default=320, integer=True, minimum=1),
@@ -339,7 +384,7 @@ def suite_from_dict(data, where):
         cache_dir=ds.get("cache_dir"),
     )
     if dataset.cache_dir is not None and (not isinstance(dataset.cache_dir, str) or not dataset.cache_dir):
-        raise UserError(f"{dw}: field 'cache_dir' must be a folder path, got {dataset.cache_dir!r}")
+        raise UserError(f"{dw}: field 'cache_dir' must be a folder path, got {shown(dataset.cache_dir)}")
     if dataset.max_side < dataset.min_side:
         raise UserError(f"{dw}: field 'max_side' must be at least 'min_side'")
     interleave = data.get("interleave", True)
@@ -368,6 +413,7 @@ def suite_from_dict(data, where):
         mode=defaults["mode"],
         model=defaults["model"],
         env=defaults["env"],
+        disturbance=disturbance_from_dict(data.get("disturbance"), where),
     )
 
 
@@ -376,15 +422,16 @@ def _builds(data, where):
         return BuildsSpec()
     if not isinstance(data, dict):
         raise UserError(f"{where}: field 'builds' must be a mapping")
-    unknown = sorted(set(data) - set(BUILD_FIELDS))
+    unknown = sorted(set(data) - set(BUILD_FIELDS), key=str)
     if unknown:
-        raise UserError(f"{where}: unknown field 'builds.{unknown[0]}' (known: {', '.join(BUILD_FIELDS)})")
+        raise UserError(f"{where}: unknown field 'builds.{one_line(unknown[0], 60)}' "
+                        f"(known: {', '.join(BUILD_FIELDS)})")
     values = {}
     for key, value in data.items():
         if value is None:
             continue
         if not isinstance(value, str) or (key != "pip_args" and not value.strip()):
-            raise UserError(f"{where}: field 'builds.{key}' must be a non-empty string, got {value!r}")
+            raise UserError(f"{where}: field 'builds.{key}' must be a non-empty string, got {shown(value)}")
         values[key] = value.strip()
     return BuildsSpec(**values)
 

@@ -1,6 +1,7 @@
 """Text helpers shared by every layer (no framework, Jinja or GitHub imports)."""
 
 import re
+import reprlib
 import unicodedata
 
 # Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), and
@@ -19,6 +20,15 @@ def one_line(text, limit):
     return text
 
 
+def shown(value, limit=60):
+    """repr() of a value from outside for an error message, at most `limit` characters, in time and
+    memory bounded whatever the value holds (a long string, a deep or aliased structure)."""
+    bounded = reprlib.Repr()
+    bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
+    bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 4
+    return one_line(bounded.repr(value), limit)
+
+
 def fence_safe(text, limit):
     """Text from outside (a results file, a bundle, a worker's error) made safe inside the comment's
     code fence: terminal escapes and control characters gone, on one line, no run of three backticks
@@ -33,13 +43,17 @@ def fence_safe(text, limit):
 
 # Enough to keep links, images, code and table cells from forming; emphasis is left alone.
 _MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]|])")
+# Where GitHub would turn a bare URL into a link: http:// and https://, and www.
+_AUTOLINK = re.compile(r"(?i)(?<=https:/)(?=/)|(?<=http:/)(?=/)|(?<=\bwww)(?=\.)")
 
 
 def markdown_safe(text, limit):
     """Text from outside made harmless in markdown (after the code fence): what fence_safe does, with
-    brackets, backticks and pipes escaped (no link, image, code or extra table cell) and no @mention
-    (a word joiner after each @)."""
-    return _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
+    brackets, backticks and pipes escaped (no link, image, code or extra table cell), no @mention and
+    no bare URL that GitHub would link (a word joiner after each @, between the slashes of ://, and
+    after www)."""
+    text = _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
+    return _AUTOLINK.sub("\u2060", text)
 
 
 def time_text(seconds, kind):

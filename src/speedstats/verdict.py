@@ -9,6 +9,8 @@ sees (0.99 printed against 0.99 passes). A case that produced no figure scores 2
 total score of 2 or more, and when the run failed, was cancelled or produced no case. Dataloader cases
 and the PyTorch line are never marked. With a baseline build measured in the same run, a case whose
 head is a regression against the base (see analysis.paired) fails the job too, whatever the score.
+A case measured on a disturbed machine (its `disturbance`, see speedstats.machine) never passes: the
+verdict names it and fails, and `speedstats run` exits with EXIT_DISTURBED.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class CaseVerdict:
     score: int = 0
     failure: str | None = None  # the case's error on one line, shortened
     reasons: list[str] = field(default_factory=list)  # one per failed check
+    disturbed: str | None = None  # what disturbed the machine while the case was measured
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Verdict:
     error: str | None = None  # the run-level error on one line, shortened
     reasons: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)  # ids of cases slower than the base build
+    disturbed: list[str] = field(default_factory=list)  # ids of cases measured on a disturbed machine
 
 
 def one_line(text, limit=ERROR_TEXT_LIMIT):
@@ -76,6 +80,9 @@ def judge_case(case, spec, gpu_name, suite_name="suite"):
         verdict.score = FAILED_CASE_SCORE
         verdict.reasons.append(f"{case.id}: failed: {verdict.failure}")
         return verdict
+    if case.disturbance:
+        verdict.disturbed = one_line(case.disturbance["text"])
+        verdict.reasons.append(f"{case.id}: measured on a disturbed machine: {verdict.disturbed}")
     if spec is None:
         return verdict
     _check_spec(case, spec, suite_name)
@@ -125,5 +132,7 @@ def judge(results, suite):
         reasons.append("the speed job was cancelled before its last case")
     if error or not results.cases or results.cancelled:
         score += FAILED_CASE_SCORE
-    return Verdict(score=score, passed=score < FAILING_SCORE and not regressions, cases=cases, error=error,
-                   reasons=reasons, regressions=regressions)
+    disturbed = [c.id for c in cases if c.disturbed]
+    passed = score < FAILING_SCORE and not regressions and not disturbed
+    return Verdict(score=score, passed=passed, cases=cases, error=error, reasons=reasons,
+                   regressions=regressions, disturbed=disturbed)

@@ -75,13 +75,13 @@ def compare_report(base_path, head, args):
 
 def compare_command(args):
     from speedstats import results as results_model
-    from speedstats.analysis.compare import render_table
+    from speedstats.render import render_baseline_table
 
     report = compare_report(args.base, results_model.load(args.head), args)
     if args.format == "json":
         _emit(report.to_json(), args.out)
     else:
-        _emit(render_table(report, templates_dir=args.templates), args.out)
+        _emit(render_baseline_table(report, templates_dir=args.templates), args.out)
     for row in report.regressions:
         c = row.comparison
         print(f"speedstats: regression: {row.case_id} {row.label}: {c.change * 100:+.1f}% ({c.text})",

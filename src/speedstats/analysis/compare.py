@@ -12,13 +12,9 @@ import json
 from dataclasses import dataclass, field
 
 from speedstats.analysis import stats
-from speedstats.results import FRAMEWORKS
-from speedstats.text import change_percent, fence_safe, time_text
-from speedstats.verdict import FAIL_MARK
+from speedstats.contenders import LABELS, SPEED_STATS_ROLES
 
 COMPARE_SCHEMA = "speedstats/compare/v1"
-BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
-FRAMEWORK_LABELS = {"oneflow": "OneFlow", "pytorch": "PyTorch"}
 UNKNOWN_GPU = "unknown"  # the GPU name `speedstats parse` gives a block without a GPU line
 _WORKLOAD_FIELDS = ("kind", "batch_size", "input_shape", "num_workers", "ddp", "world_size")
 
@@ -32,7 +28,7 @@ class Row:
 
     @property
     def label(self):
-        return FRAMEWORK_LABELS.get(self.framework, self.framework)
+        return LABELS.get(self.framework, self.framework)
 
     def to_dict(self):
         return {"case": self.case_id, "kind": self.kind, "framework": self.framework, **self.comparison.to_dict()}
@@ -128,7 +124,7 @@ def compare_results(
 
     for head_case in head.cases:
         base_case = base_cases.get(head_case.id)
-        for name in FRAMEWORKS:
+        for name in SPEED_STATS_ROLES:
             if base_case is None:
                 not_comparable(head_case, name, "not in base")
                 continue
@@ -153,7 +149,7 @@ def compare_results(
             rows.append(Row(head_case.id, head_case.kind, name, comparison))
     for base_case in base.cases:
         if base_case.id not in head_ids:
-            for name in FRAMEWORKS:
+            for name in SPEED_STATS_ROLES:
                 not_comparable(base_case, name, "not in head")
     return Report(
         rows=rows,
@@ -163,44 +159,3 @@ def compare_results(
         base=_run_summary(base),
         head=_run_summary(head),
     )
-
-
-def table_context(report):
-    """What the baseline table template sees: one entry per row, with its figures in printed units."""
-    rows = []
-    for row in report.rows:
-        c = row.comparison
-        rows.append({
-            "case": _cell(row.case_id),
-            "framework": row.label,
-            "base": time_text(c.base_s, row.kind),
-            "head": time_text(c.head_s, row.kind),
-            "change": change_percent(c.change),
-            "low": None if c.low is None else change_percent(c.low - 1),
-            "high": None if c.high is None else change_percent(c.high - 1),
-            "verdict": c.verdict,
-            "text": _cell(c.text),
-            "rounds": (c.base_rounds, c.head_rounds),
-        })
-    return {
-        "rows": rows,
-        "min_effect": report.min_effect * 100,
-        "confidence": report.confidence * 100,
-        "single_round_threshold": report.single_round_threshold * 100,
-        "regressions": len(report.regressions),
-        "base": report.base,
-        "head": report.head,
-        "fail_mark": FAIL_MARK,
-    }
-
-
-def _cell(text):
-    """Text safe inside one markdown table cell: one line without escapes or tags, pipes escaped."""
-    return fence_safe(text, 300).replace("|", "\\|")
-
-
-def render_table(report, templates_dir=None):
-    """The markdown table that follows the Speed stats block (no newline at the end)."""
-    from speedstats.render import render_template
-
-    return render_template(BASELINE_TABLE_TEMPLATE, table_context(report), templates_dir)

@@ -9,12 +9,12 @@ same moment. Reading skips a bad line and reports it with its line number, keepi
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from speedstats import actions_io
 from speedstats import results as results_model
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
@@ -58,7 +58,7 @@ def append_history(path, results, commit=None, recorded_at=None):
     record none. Returns the line written.
     """
     if commit is None:
-        commit = os.environ.get("GITHUB_SHA") or None
+        commit = actions_io.commit_sha()
     path = Path(path)
     try:
         existing = path.read_bytes() if path.exists() else b""
@@ -93,7 +93,7 @@ def check_history_file(path):
 
 def _entry(text, number, where):
     try:
-        record = json.loads(text)
+        record = results_model.parse_json(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedstats.analysis.stats import spread
+from speedstats.contenders import SPEED_STATS_ROLES
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
-from speedstats.results import FRAMEWORKS
 from speedstats.text import one_line
 
 FRAMEWORK_STYLE = {
@@ -73,13 +73,13 @@ def case_ids(entries):
 def _points(entries, case_id):
     """Per framework: (median, q1, q3 of the rounds) per run in seconds, NaN where the run has no figure."""
     nan = float("nan")
-    series = {name: [] for name in FRAMEWORKS}
+    series = {name: [] for name in SPEED_STATS_ROLES}
     kind = None
     for entry in entries:
         case = next((c for c in entry.results.cases if c.id == case_id), None)
         if case is not None:
             kind = kind or case.kind
-        for name in FRAMEWORKS:
+        for name in SPEED_STATS_ROLES:
             fw = case.frameworks.get(name) if case is not None and not case.error else None
             if fw is None or not fw.ok:
                 series[name].append((nan, nan, nan))
@@ -98,7 +98,7 @@ def plot_case(entries, case_id, path):
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     xs = list(range(len(entries)))
-    for name in FRAMEWORKS:
+    for name in SPEED_STATS_ROLES:
         style = FRAMEWORK_STYLE[name]
         medians = [p[0] * scale for p in series[name]]
         lows = [p[1] * scale for p in series[name]]

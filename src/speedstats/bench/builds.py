@@ -34,12 +34,11 @@ import zipfile
 from pathlib import Path
 
 from speedstats.bench.environment import subprocess_env
+from speedstats.contenders import FAMILIES, family_packages, of_family
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
-FAMILIES = {"oneflow": ("oneflow", "flowvision"), "pytorch": ("torch", "torchvision", "timm")}
-FRAMEWORK_PACKAGE = {"oneflow": "oneflow", "pytorch": "torch"}
 INSTALLED = "installed"
 LAYOUT_VERSION = 1
 PROBE_TIMEOUT_S = 180
@@ -65,8 +64,15 @@ for name in names:
         entry["file"] = getattr(module, "__file__", None)
         if name == "oneflow":
             entry["git_commit"] = getattr(module, "__git_commit__", None)
+            try:
+                import oneflow.sysconfig
+                with_cuda = oneflow.sysconfig.with_cuda()
+                entry["cuda"] = str(oneflow.sysconfig.get_cuda_version()) if with_cuda else None
+            except Exception:
+                entry["cuda"] = None
         elif name == "torch":
             entry["git_commit"] = getattr(getattr(module, "version", None), "git_version", None)
+            entry["cuda"] = getattr(getattr(module, "version", None), "cuda", None)
     report["packages"][name] = entry
 for name in ("numpy", "pillow", "protobuf"):
     try:
@@ -300,7 +306,7 @@ def _framework_env(family, env=None):
 
 
 def _probe(request, build, python, timeout_s):
-    names = list(FAMILIES[request.family])
+    names = list(family_packages(request.family))
     if build.site_dir is not None:
         for dist_info in sorted(Path(build.site_dir).glob("*.dist-info")):
             name = _dist_name(dist_info.name.split("-", 1)[0])
@@ -308,8 +314,8 @@ def _probe(request, build, python, timeout_s):
                 names.append(name)
     env = build.worker_env(_framework_env(request.family))
     try:
-        result = subprocess.run([python, "-c", PROBE, ",".join(FAMILIES[request.family]), *names], check=False, env=env,
-                                capture_output=True, text=True, timeout=timeout_s)
+        result = subprocess.run([python, "-c", PROBE, ",".join(family_packages(request.family)), *names],
+                                check=False, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise UserError(f"{request.describe()}: importing the build took over {timeout_s:.0f}s") from None
     if result.returncode != 0:
@@ -323,7 +329,7 @@ def _probe(request, build, python, timeout_s):
 
 def _check_took_effect(request, report, site_dir):
     """Every package the build installed is imported from the build's folder."""
-    framework = FRAMEWORK_PACKAGE[request.family]
+    framework = of_family(request.family).package
     if site_dir is None:
         if framework not in report["packages"]:
             raise UserError(f"{request.describe()}: {framework} is not installed in this environment")
@@ -332,7 +338,7 @@ def _check_took_effect(request, report, site_dir):
     if not installed:
         raise UserError(f"{request.describe()}: pip installed nothing")
     root = os.path.realpath(site_dir)
-    for name in sorted(installed & set(FAMILIES[request.family])):
+    for name in sorted(installed & set(family_packages(request.family))):
         entry = report["packages"].get(name) or {}
         file = entry.get("file")
         if not file or not os.path.realpath(file).startswith(root + os.sep):
@@ -358,12 +364,13 @@ def _provenance(request, report, site_dir=None, final_site=None, wheel_hashes=No
             "version": entry["version"],
             "module_version": entry.get("module_version"),
             "git_commit": entry.get("git_commit"),
+            "cuda": entry.get("cuda"),  # the CUDA version it was made for (None: CPU build, or untold)
             "wheel": Path(source.value).name if source and source.kind == "wheel" else None,
             "sha256": (wheel_hashes or {}).get(source.value) if source and source.kind == "wheel" else None,
             "requirement": source.value if source and source.kind == "requirement" else None,
             "file": file,
         }
-    framework_source = by_package.get(FRAMEWORK_PACKAGE[request.family])
+    framework_source = by_package.get(of_family(request.family).package)
     if request.installed:
         kind = INSTALLED
     elif framework_source is not None:
@@ -383,7 +390,7 @@ def _provenance(request, report, site_dir=None, final_site=None, wheel_hashes=No
 
 
 def _summary(provenance):
-    framework = FRAMEWORK_PACKAGE[provenance["family"]]
+    framework = of_family(provenance["family"]).package
     entry = provenance["packages"].get(framework) or {}
     text = f"{framework} {entry.get('version')}"
     if entry.get("git_commit"):

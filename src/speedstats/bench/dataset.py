@@ -10,6 +10,9 @@ import random
 import shutil
 from pathlib import Path
 
+from speedstats.errors import UserError
+from speedstats.fsutil import write_atomic
+
 STAMP = "speedstats-dataset.json"
 
 
@@ -36,13 +39,18 @@ def ensure_imagefolder(cache_dir, spec, progress=None):
         shutil.rmtree(root)
     rng = random.Random(spec.seed)
     train = root / "train"
-    for i in range(spec.images):
-        class_dir = train / f"class{i % spec.classes:04d}"
-        class_dir.mkdir(parents=True, exist_ok=True)
-        width, height = rng.randint(spec.min_side, spec.max_side), rng.randint(spec.min_side, spec.max_side)
-        small = Image.frombytes("RGB", (16, 16), rng.randbytes(16 * 16 * 3))
-        small.resize((width, height), Image.BICUBIC).save(class_dir / f"img{i:06d}.jpg", quality=90)
-        if progress and (i + 1) % 100 == 0:
-            progress(f"dataset: {i + 1}/{spec.images} images")
-    stamp.write_text(json.dumps(_spec_key(spec)))
+    try:
+        for i in range(spec.images):
+            class_dir = train / f"class{i % spec.classes:04d}"
+            class_dir.mkdir(parents=True, exist_ok=True)
+            width = rng.randint(spec.min_side, spec.max_side)
+            height = rng.randint(spec.min_side, spec.max_side)
+            small = Image.frombytes("RGB", (16, 16), rng.randbytes(16 * 16 * 3))
+            small.resize((width, height), Image.BICUBIC).save(class_dir / f"img{i:06d}.jpg", quality=90)
+            if progress and (i + 1) % 100 == 0:
+                progress(f"dataset: {i + 1}/{spec.images} images")
+    except OSError as exc:  # a full disk: no half-made dataset left to be taken for a whole one
+        shutil.rmtree(root, ignore_errors=True)
+        raise UserError(f"{root}: cannot write the dataset: {exc.strerror or type(exc).__name__}") from None
+    write_atomic(stamp, json.dumps(_spec_key(spec)), "dataset stamp")
     return train

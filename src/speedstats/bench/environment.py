@@ -12,8 +12,8 @@ import platform
 from pathlib import Path
 
 import speedstats
+from speedstats.contenders import versioned_packages
 
-VERSIONED_PACKAGES = ("oneflow", "torch", "torchvision", "flowvision", "timm")
 # Credentials a benchmark worker never needs: whatever the measured code does, it cannot use them.
 SECRET_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "INPUT_TOKEN", "ACTIONS_RUNTIME_TOKEN",
                     "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
@@ -51,7 +51,7 @@ def subprocess_env(framework, base=None, extra=None):
 
 def package_versions():
     versions = {"python": platform.python_version(), "speedstats": speedstats.__version__}
-    for name in VERSIONED_PACKAGES:
+    for name in versioned_packages():
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

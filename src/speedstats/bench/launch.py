@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from speedstats.bench import processes
+from speedstats.fsutil import write_atomic
 
 
 def _inherit_lock_fds():
@@ -34,7 +35,7 @@ def _inherit_lock_fds():
 def main(argv):
     control, module, *launcher_args = argv
     processes.die_with_parent()
-    Path(control, "pid-launcher").write_text(str(os.getpid()), encoding="utf-8")
+    write_atomic(Path(control, "pid-launcher"), str(os.getpid()), "launcher's pid file")
     os.environ[processes.PARENT_VARIABLE] = str(os.getpid())
     _inherit_lock_fds()
     sys.argv = [module, *launcher_args]

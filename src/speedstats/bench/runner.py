@@ -12,6 +12,11 @@ at a time.
 A case that the verdict would flag (a threshold missed, a regression against the base) is measured
 again in fresh processes and judged on all of its rounds: confirmed or cleared.
 
+Around every timed round the runner records the machine's state (bench.machine_state: CPU used by
+other processes, GPU clocks and throttling, foreign GPU processes); a round that the suite's
+`disturbance:` settings call disturbed is measured again, a bounded number of times, and a case
+whose figures still come from a disturbed round is marked (CaseResult.disturbance).
+
 A worker that crashes, hangs past the case's timeout or runs out of memory is recorded with its
 error and the run goes on. results.json is rewritten (atomically) after every case, so a run that
 is killed keeps what it measured.
@@ -30,19 +35,20 @@ import time
 import uuid
 from pathlib import Path
 
+from speedstats import machine
 from speedstats import verdict as verdicts
 from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
 from speedstats.analysis.stats import spread
-from speedstats.bench import processes, shm
+from speedstats.bench import machine_state, processes, shm
 from speedstats.bench.environment import package_versions, subprocess_env
-from speedstats.fsutil import write_atomic
+from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.contenders import BASE, LABELS, ROLES, contender
+from speedstats.fsutil import ensure_dir, write_atomic
 from speedstats.lock import held_lock_fds
-from speedstats.results import BASE, CONTENDERS, CaseResult, FrameworkResult, Results
+from speedstats.results import CaseResult, FrameworkResult, Results
 
 POLL_S = 0.005
-LABELS = {"oneflow": "OneFlow", BASE: "OneFlow base", "pytorch": "PyTorch"}
-FAMILY = {"oneflow": "oneflow", BASE: "oneflow", "pytorch": "pytorch"}
 # With a baseline, a case needs rounds for an interval: its timed iterations are split into this
 # many rounds (not multiplied), unless the suite asks for more.
 BASELINE_ROUNDS = 5
@@ -94,27 +100,28 @@ class Worker:
     def __init__(self, framework, case, device, control_dir, dataset_dir, deadline, build=None,
                  rounds=None, round_iterations=None):
         self.role = framework
-        self.framework = FAMILY[framework]
+        self.framework = contender(framework).family
         self.build = build
         self.case = case
         self.control = Path(control_dir)
         self.deadline = deadline
         self.proc = None
         self.tag = uuid.uuid4().hex  # in the environment of each of its processes, see kill()
+        self.next_round = 0
         if self.control.exists():
             shutil.rmtree(self.control)
-        self.control.mkdir(parents=True)
+        ensure_dir(self.control, "worker's control folder")
         self.log_path = self.control / "worker.log"
-        spec = {
-            "framework": self.framework, "role": self.role, "kind": case.kind, "device": device,
-            "ddp": case.ddp, "batch_size": case.batch_size, "image_size": case.image_size,
-            "times": round_iterations or case.times, "warmup": case.warmup, "rounds": rounds or case.rounds,
-            "num_workers": case.num_workers,
-            "input_size": case.input_size, "dataset_dir": str(dataset_dir) if dataset_dir else None,
-            "mode": case.mode, "model": case.model, "env": case.env,
-            "timeout_s": max(1.0, deadline - time.monotonic()),
-        }
-        (self.control / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        spec = WorkerSpec(
+            framework=self.framework, role=self.role, kind=case.kind, device=device,
+            ddp=case.ddp, batch_size=case.batch_size, image_size=case.image_size,
+            times=round_iterations or case.times, warmup=case.warmup, rounds=rounds or case.rounds,
+            num_workers=case.num_workers,
+            input_size=case.input_size, dataset_dir=str(dataset_dir) if dataset_dir else None,
+            mode=case.mode, model=case.model, env=case.env,
+            timeout_s=max(1.0, deadline - time.monotonic()),
+        )
+        write_atomic(self.control / SPEC_FILE, spec.to_json(), "worker's spec")
 
     def command(self):
         worker = ["-m", "speedstats.bench.worker", "--control", str(self.control)]
@@ -194,11 +201,18 @@ class Worker:
                 raise WorkerFailed(f"timed out after {self.case.timeout_s:g}s (case timeout)")
             time.sleep(POLL_S)
 
-    def run_round(self, k):
-        (self.control / f"go-{k}").write_text("", encoding="utf-8")
+    def run_round(self, k=None):
+        """Time one round; the worker numbers them itself, so a disturbed round can be measured again."""
+        k, self.next_round = self.next_round, self.next_round + 1
+        write_atomic(self.control / f"go-{k}", "", "worker's control file")
         return float(self.await_file(f"round-{k}.json")["total_s"])
 
+    def processes(self):
+        return self._processes()
+
     def finish(self):
+        # No more rounds, re-measures included.
+        write_atomic(self.control / "finish", "", "worker's control file")
         done = self.await_file("done.json")
         try:
             self.proc.wait(timeout=max(1.0, min(60.0, self.deadline - time.monotonic())))
@@ -236,6 +250,8 @@ class CaseRun:
         self.error = None
         self.memory = {}
         self.imported = {}  # the framework module the worker imported: version, file
+        self.states = []  # the machine's state around each of self.rounds
+        self.remeasured = []  # disturbed rounds measured again: {"per_iter_s", "state"}
 
     def fail(self, message):
         self.error = message
@@ -326,7 +342,7 @@ class SuiteRunner:
     """Runs every case of a suite for the contenders; `builds` maps contender to its bench.builds.Build."""
 
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
-                 builds=None, contenders=None, confirm=True):
+                 builds=None, contenders=None, confirm=True, quiet_wait_s=None, watch=None):
         self.suite = suite
         self.device = device
         # Workers run in their control folders: every path they are given must be absolute.
@@ -335,9 +351,11 @@ class SuiteRunner:
         self.progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
         self.gpu_name = gpu_name
         self.builds = builds or {}
-        default = [c for c in CONTENDERS if c != BASE or BASE in self.builds]
-        self.contenders = [c for c in CONTENDERS if c in (contenders or default)]
+        default = [c for c in ROLES if c != BASE or BASE in self.builds]
+        self.contenders = [c for c in ROLES if c in (contenders or default)]
         self.confirm = confirm
+        self.quiet_wait_s = quiet_wait_s  # on CUDA, before the first case (None: the suite's)
+        self.watch = watch  # a bench.machine_state.MachineWatch; made by run() when None
 
     @property
     def with_baseline(self):
@@ -350,7 +368,10 @@ class SuiteRunner:
                                   for role in self.contenders if role in self.builds})
         results_path = self.out_dir / "results.json"
         total = len(self.suite.cases)
+        if self.watch is None:
+            self.watch = machine_state.MachineWatch(self.device)
         try:
+            results.machine = self._machine_before_run()
             for index, case in enumerate(self.suite.cases, 1):
                 self.progress(f"[{index}/{total}] {case_label(case)}")
                 try:
@@ -359,13 +380,30 @@ class SuiteRunner:
                     kill_started_workers()  # nothing of a case outlives it
                 results.finished_at = now_iso()
                 write_atomic(results_path, results.to_json())
-        except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.bench.cli)
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.pipeline)
             kill_started_workers()  # again: the signal may have cut the sweep above short
             results.cancelled = True
             results.finished_at = now_iso()
             write_atomic(results_path, results.to_json())
             raise RunCancelled(results) from None
+        finally:
+            self.watch.close()
         return results
+
+    def _machine_before_run(self):
+        """The machine once per run; on CUDA, first wait (within quiet_wait_s) for the GPUs to be quiet."""
+        from speedstats.bench.driver_check import check_driver
+
+        info = self.watch.run_info()
+        if info.get("driver"):
+            builds = {role: self.builds[role] for role in self.contenders if role in self.builds}
+            info["driver"]["notes"] = check_driver(builds, info["driver"])
+        spec = self.suite.disturbance
+        if self.watch.gpus.handles:
+            wait = spec.quiet_wait_s if self.quiet_wait_s is None else min(spec.quiet_wait_s,
+                                                                           self.quiet_wait_s)
+            info["preflight"] = self.watch.wait_quiet(spec, wait, self.progress)
+        return info
 
     def run_case(self, case, prefix):
         record = case_record(case)
@@ -402,8 +440,25 @@ class SuiteRunner:
                 "error": "; ".join(errors) or None,
             }
             self.progress(f"{prefix}   {record.confirmation['status']} on {record.confirmation['rounds']} rounds")
+            kept = {role: first.states + (again[role].states if again[role].error is None else [])
+                    for role, first in states.items()}
+            self._attach_states(record, {role: (kept[role], first.remeasured + again[role].remeasured)
+                                         for role, first in states.items()})
+        else:
+            self._attach_states(record, {role: (s.states, s.remeasured) for role, s in states.items()})
+        record.disturbance = machine.case_disturbance(
+            {role: fw.round_states for role, fw in record.frameworks.items() if fw.ok}, LABELS)
+        if record.disturbance:
+            self.progress(f"{prefix}   disturbed: {record.disturbance['text']}")
         record.finished_at = now_iso()
         return record
+
+    @staticmethod
+    def _attach_states(record, measured):
+        for role, (states, remeasured) in measured.items():
+            fw = record.frameworks[role]
+            fw.round_states = list(states) if fw.ok else []
+            fw.remeasured = list(remeasured)
 
     def _fill(self, record, case, plan, measured):
         record.frameworks = {role: _framework_result(rounds, error, case, plan, memory, imported)
@@ -418,8 +473,9 @@ class SuiteRunner:
     def _measure(self, case, plan, work, prefix):
         """One measurement of a case: a fresh worker per contender, `plan.rounds` rounds each."""
         deadline = time.monotonic() + case.timeout_s
+        extra = self.suite.disturbance.remeasure_rounds  # the worker takes that many more go-K at most
         states = {role: CaseRun(Worker(role, case, self.device, work / role, self.dataset_dir, deadline,
-                                       build=self.builds.get(role), rounds=plan.rounds,
+                                       build=self.builds.get(role), rounds=plan.rounds + extra,
                                        round_iterations=plan.iterations))
                   for role in self.contenders}
         try:
@@ -455,8 +511,10 @@ class SuiteRunner:
         label = LABELS[state.worker.role]
         self.progress(f"{prefix}   {label}: starting and warming up ({state.worker.case.warmup} iterations)")
         try:
+            self.watch.starting()
             state.worker.start()
             ready = state.worker.await_file("ready.json")
+            self.watch.started()  # GPU processes that appeared meanwhile are this worker's
             state.imported = ready.get("imported") or {}
             self.progress(f"{prefix}   {label}: ready after {ready['setup_s']:.1f}s")
         except (WorkerFailed, OSError) as exc:
@@ -467,13 +525,27 @@ class SuiteRunner:
         if state.error:
             return
         label = LABELS[state.worker.role]
-        try:
-            total = state.worker.run_round(k)
-        except WorkerFailed as exc:
-            state.fail(str(exc))
-            self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} FAILED: {exc}")
-            return
+        spec = self.suite.disturbance
+        while True:
+            pids = state.worker.processes()
+            before = self.watch.begin(pids)
+            try:
+                total = state.worker.run_round()
+            except WorkerFailed as exc:
+                state.fail(str(exc))
+                self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} FAILED: {exc}")
+                return
+            round_state = self.watch.end(before, pids)
+            round_state["disturbed"] = machine.round_disturbance(round_state, spec)
+            if not round_state["disturbed"] or len(state.remeasured) >= spec.remeasure_rounds:
+                break
+            state.remeasured.append({"per_iter_s": total / plan.iterations, "state": round_state})
+            why = "; ".join(item["text"] for item in round_state["disturbed"])
+            self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds} disturbed ({why}): "
+                          "measuring it again")
+            time.sleep(spec.retry_wait_s)
         state.rounds.append(total)
+        state.states.append(round_state)
         unit, scale = ("s", 1.0) if case.kind == "swin_dataloader" else ("ms", 1000.0)
         self.progress(f"{prefix}   {label}: round {k + 1}/{plan.rounds}: {total / plan.iterations * scale:.3f}{unit}"
                       f" per iteration ({plan.iterations} iterations in {total:.2f}s)")

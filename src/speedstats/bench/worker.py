@@ -2,11 +2,13 @@
 
     python -m speedstats.bench.worker --control DIR
 
-The runner writes DIR/spec.json and steers the worker through files in DIR, so that a DDP group
+The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the worker through files in DIR, so that a DDP group
 started by a launcher (which owns the ranks' stdin and stdout) is steered the same way:
 
     worker (rank 0) writes ready.json      after setup and warm-up
-    runner writes      go-K                to start timed round K (every rank waits for it)
+    runner writes      go-K                to start timed round K (every rank waits for it); at most
+                                           spec.rounds, which leaves room for disturbed rounds measured again
+    runner writes      finish              no more rounds: every rank leaves the loop
     worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
     worker (rank 0) writes done.json       after the last round: peak memory
     any rank writes    error-RANK.json     on failure, then exits non-zero
@@ -32,31 +34,35 @@ import traceback
 from pathlib import Path
 
 from speedstats.bench import processes
+from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
 POLL_S = 0.005
 
 
 def _write_json(path, data):
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data), "worker's report")
 
 
-def _wait_for(path, deadline):
+def _wait_for(path, deadline, finish=None):
+    """Wait until path exists (True), or finish does (False)."""
     while not path.exists():
+        if finish is not None and finish.exists():
+            return False
         if time.monotonic() > deadline:
             raise TimeoutError(f"no {path.name} from the runner before the case timeout")
         time.sleep(POLL_S)
+    return True
 
 
 class Framework:
     """What a measurement needs from a framework: device, sync, barrier, memory figure."""
 
     def __init__(self, spec):
-        self.ddp = spec["ddp"]
+        self.ddp = spec.ddp
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.cuda = spec["device"] == "cuda"
+        self.cuda = spec.device == "cuda"
 
 
 class TorchFramework(Framework):
@@ -273,19 +279,19 @@ class ResNet50Step:
         from speedstats.suite import DEFAULT_MODE, MODES
 
         self.fw = fw
-        self.mode = spec.get("mode", DEFAULT_MODE)
+        self.mode = spec.mode or DEFAULT_MODE
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}")
-        if spec.get("model", "shared") == "library":
+        if spec.model == "library":
             model = fw.library_resnet50()
         else:
-            model = resnet50(fw.nn, image_size=spec["image_size"])
+            model = resnet50(fw.nn, image_size=spec.image_size)
         model = model.to(fw.device)
         if fw.ddp:
             model = fw.wrap_ddp(model)
         self.model = model
         self.optimizer = fw.sgd(model.parameters())
-        shape = [spec["batch_size"], 3, spec["image_size"], spec["image_size"]]
+        shape = [spec.batch_size, 3, spec.image_size, spec.image_size]
         if self.mode == "old-bot":
             self.input, self.input_leaf = fw.old_bot_input(shape)
         else:
@@ -372,8 +378,8 @@ class DataLoaderBatches(EpochBatches):
     """The Swin dataloader case: the ImageFolder of the generated dataset with the Swin transform."""
 
     def __init__(self, fw, spec):
-        dataset = fw.imagefolder(spec["dataset_dir"], spec["input_size"])
-        super().__init__(fw, dataset, spec["batch_size"], spec["num_workers"], spec.get("seed", 0))
+        dataset = fw.imagefolder(spec.dataset_dir, spec.input_size)
+        super().__init__(fw, dataset, spec.batch_size, spec.num_workers, spec.seed)
 
 
 MEASUREMENTS = {"resnet50": ResNet50Step, "swin_dataloader": DataLoaderBatches}
@@ -398,27 +404,28 @@ def main(argv=None):
     processes.die_with_parent()
     control = args.control
     rank = int(os.environ.get("RANK", "0"))
-    (control / f"pid-{rank}").write_text(str(os.getpid()), encoding="utf-8")
-    spec = json.loads((control / "spec.json").read_text(encoding="utf-8"))
-    deadline = time.monotonic() + float(spec["timeout_s"])
+    write_atomic(control / f"pid-{rank}", str(os.getpid()), "worker's pid file")
+    spec = WorkerSpec.from_json((control / SPEC_FILE).read_text(encoding="utf-8"))
+    deadline = time.monotonic() + float(spec.timeout_s)
     fw = None
     try:
-        _write_json(control / f"env-{rank}.json", {name: os.environ.get(name) for name in spec.get("env") or {}})
+        _write_json(control / f"env-{rank}.json", {name: os.environ.get(name) for name in spec.env or {}})
         setup_start = time.perf_counter()
-        fw = FRAMEWORK_CLASSES[spec["framework"]](spec)
-        measurement = MEASUREMENTS[spec["kind"]](fw, spec)
-        measurement.warm_up(spec["warmup"])
+        fw = FRAMEWORK_CLASSES[spec.framework](spec)
+        measurement = MEASUREMENTS[spec.kind](fw, spec)
+        measurement.warm_up(spec.warmup)
         fw.sync()
         fw.barrier()
         if rank == 0:
             _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid(),
-                                                 "imported": imported_framework(spec["framework"])})
-        for k in range(spec["rounds"]):
-            _wait_for(control / f"go-{k}", deadline)
+                                                 "imported": imported_framework(spec.framework)})
+        for k in range(spec.rounds):
+            if not _wait_for(control / f"go-{k}", deadline, finish=control / "finish"):
+                break
             fw.barrier()
             started_unix = time.time()
             start = time.perf_counter()
-            measurement.run(spec["times"])
+            measurement.run(spec.times)
             total = time.perf_counter() - start
             if rank == 0:
                 _write_json(control / f"round-{k}.json",

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import sys
 
+from speedstats import actions_io
+from speedstats.bundle import MAX_ARCHIVE_BYTES, read_bundle_zip
 from speedstats.errors import UserError
 from speedstats.github import context
 from speedstats.github.markers import DOCS_PREVIEW, SPEED_STATS
+from speedstats.github.options import add_common_options, add_mode_option
+from speedstats.github.post import docs_preview_text
+from speedstats.github.session import find_artifact, guarded, make_client, post_kind, run_guard
 
 DEFAULT_ARTIFACT = "speedstats-bundle"
 # A workflow run's conclusion, as the automerge guard's job status.
@@ -23,17 +28,18 @@ _GUARD_STATUS = {"failure": "failure", "timed_out": "failure", "startup_failure"
                  "cancelled": "cancelled", "success": "success"}
 
 
-def register(subparsers, mode_option):
+def register(subparsers):
     p = subparsers.add_parser(
         "post-from-artifact", help="post a results bundle uploaded by another workflow run (fork-safe)",
         description="Download the results bundle artifact of a workflow run, check that it belongs to that "
                     "run's pull request, and post the Speed stats comment (and optionally the docs-preview "
-                    "link and the automerge guard). For a workflow started by `workflow_run`.")
+                    "link and the automerge guard). For a workflow started by `workflow_run`. With "
+                    "--dry-run it still downloads and checks the bundle.")
     p.add_argument("--run-id", type=int, metavar="ID",
                    help="the run that uploaded the bundle (default: the triggering workflow_run's id)")
     p.add_argument("--artifact-name", default=DEFAULT_ARTIFACT, metavar="NAME",
                    help=f"name of the bundle artifact (default: {DEFAULT_ARTIFACT})")
-    mode_option(p)
+    add_mode_option(p)
     text = p.add_mutually_exclusive_group()
     text.add_argument("--verbatim", action="store_true",
                       help="UNSAFE: post the bundle's comment.md as it is. That text was written by the pull "
@@ -49,47 +55,18 @@ def register(subparsers, mode_option):
                    help="also run the automerge guard for this job name, with the run's conclusion as status")
     p.add_argument("--automerge-label", default="automerge", metavar="LABEL",
                    help="label the guard removes (default: automerge)")
-    p.add_argument("--repo", metavar="OWNER/NAME", help="repository (default: $GITHUB_REPOSITORY)")
-    from speedstats.github.cli import AUTHOR_HELP
-
-    p.add_argument("--author", metavar="LOGIN", help=AUTHOR_HELP)
-    p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN, then $INPUT_TOKEN)")
-    p.add_argument("--api-url", metavar="URL",
-                   help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
-    p.add_argument("--dry-run", action="store_true",
-                   help="download and check the bundle, print what would be sent; write nothing")
+    add_common_options(p, pull_request=False)
     p.set_defaults(func=post_from_artifact_command)
 
 
 def fetch_bundle(client, repo, run_id, artifact_name):
     """(run, bundle): the run as GitHub describes it and the bundle its artifact holds."""
-    from speedstats.bundle import MAX_ARCHIVE_BYTES, read_bundle_zip
-
     run = client.workflow_run(repo, run_id)
     artifact, where = find_artifact(client, repo, run_id, artifact_name, MAX_ARCHIVE_BYTES,
                                     option="--artifact-name", run_text=f"run {run_id} of {repo}",
                                     limit_text=f"the {MAX_ARCHIVE_BYTES} a bundle may have")
     data = client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES)
     return run, read_bundle_zip(data, where)
-
-
-def find_artifact(client, repo, run_id, name, max_bytes, *, option, run_text, limit_text, expired_hint=""):
-    """(artifact, where): the run's artifact called `name`, there, unexpired and at most max_bytes.
-
-    Each failure is a one-line UserError; `option` names the flag that chose the artifact.
-    """
-    artifacts = client.artifacts(repo, run_id)
-    matching = [a for a in artifacts if a.name == name]
-    if not matching:
-        names = ", ".join(sorted({a.name for a in artifacts})) or "none"
-        raise UserError(f"{option}: {run_text} has no artifact named {name!r} (its artifacts: {names})")
-    artifact = matching[0]
-    where = f"artifact {name!r} of run {run_id}"
-    if artifact.expired:
-        raise UserError(f"{where}: expired; GitHub no longer has it{expired_hint}")
-    if artifact.size > max_bytes:
-        raise UserError(f"{where}: {artifact.size} bytes, more than {limit_text}")
-    return artifact, where
 
 
 def verify(client, repo, run, bundle, where):
@@ -124,6 +101,7 @@ def verify(client, repo, run, bundle, where):
 def render_body(bundle, args):
     from speedstats.render import render_speed_stats
     from speedstats.suite import builtin_profiles, load_suite
+    from speedstats.verdict import judge
 
     results = bundle.results
     if args.suite or args.profile:
@@ -132,20 +110,18 @@ def render_body(bundle, args):
         suite = load_suite(profile=results.suite)
     else:
         suite = None
-    return render_speed_stats(results, suite).body
+    return render_speed_stats(results, suite, judge(results, suite))
 
 
 def post_from_artifact_command(args):
-    from speedstats.github import cli
-
-    event = context.read_event()
+    event = actions_io.read_event()
     repo = context.resolve_repo(args.repo, event=event)
     run_id = args.run_id or event.run_id
     if not run_id:
         raise UserError("--run-id: no run (give --run-id ID, or run from a workflow_run event)")
     if args.docs_base_url is not None and not args.docs_base_url.startswith(("https://", "http://")):
         raise UserError(f"--docs-base-url: must be an http(s) URL, got {args.docs_base_url!r}")
-    client = cli.make_client(args)
+    client = make_client(args)
     if client is None:
         raise UserError("token: none given; post-from-artifact needs one to read the run, even with --dry-run")
 
@@ -160,15 +136,13 @@ def post_from_artifact_command(args):
         if args.verbatim and bundle.body is None:
             raise UserError(f"--verbatim: {where}: the bundle has no comment.md")
         body = bundle.body if args.verbatim else render_body(bundle, args)
-        code = cli.post_kind(args, target, client, SPEED_STATS, body)
+        code = post_kind(args, target, client, SPEED_STATS, body)
         if args.docs_base_url:
-            from speedstats.github.post import docs_preview_text
-
             link = docs_preview_text(args.docs_base_url.rstrip("/"), target.owner, target.name, target.pr_number)
-            code = code or cli.post_kind(args, target, client, DOCS_PREVIEW, link, emit_url=False)
+            code = code or post_kind(args, target, client, DOCS_PREVIEW, link, emit_url=False)
         if args.automerge_job:
             status = _GUARD_STATUS.get(workflow_run.conclusion or "", "success")
-            code = code or cli.run_guard(args, target, client, args.automerge_job, args.automerge_label, status)
+            code = code or run_guard(args, target, client, args.automerge_job, args.automerge_label, status)
         return code
 
-    return cli.guarded(run, client)
+    return guarded(run, client)

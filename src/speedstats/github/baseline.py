@@ -8,8 +8,6 @@ extracted, flat, under their own names: nothing else in the archive touches the 
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import sys
@@ -17,8 +15,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from speedstats import actions_io
 from speedstats.errors import UserError
 from speedstats.github import context
+from speedstats.github.options import add_common_options
+from speedstats.github.session import find_artifact, guarded, make_client
 
 DEFAULT_ARTIFACT = "wheelhouse"
 DEFAULT_DEST = "speedstats-baseline"
@@ -47,28 +48,9 @@ def register(subparsers):
                    help=f"only runs triggered by this event (default: {DEFAULT_EVENT}; 'any' for all)")
     p.add_argument("--dest", default=DEFAULT_DEST, metavar="DIR",
                    help=f"folder for the wheel(s) (default: {DEFAULT_DEST}); emptied of earlier wheels first")
-    p.add_argument("--repo", metavar="OWNER/NAME", help="repository (default: $GITHUB_REPOSITORY)")
-    p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN, then $INPUT_TOKEN)")
-    p.add_argument("--api-url", metavar="URL",
-                   help=f"REST API base URL (default: $GITHUB_API_URL or {context.DEFAULT_API_URL})")
-    p.set_defaults(func=fetch_baseline_command, dry_run=False)
-
-
-def base_branch(environ=None):
-    """The pull request's base branch: the event payload's pull_request.base.ref, else $GITHUB_BASE_REF."""
-    env = os.environ if environ is None else environ
-    path = env.get("GITHUB_EVENT_PATH")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                payload = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"GITHUB_EVENT_PATH ({path}): not a readable JSON event: {exc}") from None
-        pull = payload.get("pull_request") if isinstance(payload, dict) else None
-        base = pull.get("base") if isinstance(pull, dict) else None
-        if isinstance(base, dict) and isinstance(base.get("ref"), str) and base["ref"]:
-            return base["ref"]
-    return env.get("GITHUB_BASE_REF") or None
+    add_common_options(p, pull_request=False, dry_run=False, author=False,
+                       deadline_note=f"; the download of the wheels has its own {DOWNLOAD_DEADLINE_S / 60:g} minutes")
+    p.set_defaults(func=fetch_baseline_command)
 
 
 def extract_wheels(archive_path, dest, where):
@@ -122,20 +104,16 @@ def _copy_bounded(src, out, limit):
 
 
 def fetch_baseline_command(args):
-    from speedstats.actions_io import set_output
-    from speedstats.github import cli
-    from speedstats.github.artifact import find_artifact
-
     repo = context.resolve_repo(args.repo)
     workflow = args.workflow.strip()
     if not workflow:
         raise UserError("--workflow: must not be empty")
-    branch = args.branch or base_branch()
+    branch = args.branch or actions_io.base_branch()
     if not branch:
         raise UserError("--branch: no branch (give --branch NAME, or run from a pull_request event)")
     event = None if args.event in ("", "any") else args.event
     dest = Path(args.dest)
-    client = cli.make_client(args)
+    client = make_client(args)
 
     def run():
         found = client.latest_successful_run(repo, workflow, branch, event)
@@ -149,19 +127,19 @@ def fetch_baseline_command(args):
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
             client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
-                            deadline_s=DOWNLOAD_DEADLINE_S)
+                            deadline_s=DOWNLOAD_DEADLINE_S, own_deadline=True)
             archive.flush()
             wheels = extract_wheels(archive.name, dest, where)
         path = wheels[0] if len(wheels) == 1 else dest
         names = ", ".join(w.name for w in wheels)
         print(f"speedstats: baseline from run {found.id} (commit {found.head_sha[:12]}) of {on}: {names}",
               file=sys.stderr)
-        set_output("baseline-path", str(path))
+        actions_io.set_output("baseline-path", str(path))
         print(path)
         return 0
 
     try:
-        return cli.guarded(run, client)
+        return guarded(run, client)
     except UserError:
         if dest.is_dir() and not any(dest.iterdir()):
             shutil.rmtree(dest, ignore_errors=True)

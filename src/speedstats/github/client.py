@@ -7,9 +7,11 @@ for the one it was posting before it posts again. 5xx and network errors back of
 
 Deadlines: each API call (its pages and an artifact's body included) must finish within
 `request_deadline_s`, counted from its start: the per-read timeout of requests alone lets a server
-that drips one byte at a time hold a command forever. The whole command stops retrying at
-`command_deadline_s`. Running out of retries or time is GitHubUnreachable (exit 5); a refusal that
-retrying cannot fix (401, 404, 422) is a UserError (exit 2).
+that drips one byte at a time hold a command forever. The whole command, every call and wait
+together, stops at `command_deadline_s` (DEFAULT_COMMAND_DEADLINE_S; the commands' --github-deadline,
+the action's `github-deadline` input, or $SPEEDSTATS_GITHUB_DEADLINE), except a download given a
+deadline of its own (fetch-baseline's wheels). Running out of retries or time is GitHubUnreachable
+(exit 5); a refusal that retrying cannot fix (401, 404, 422) is a UserError (exit 2).
 
 The token is never printed: every message leaving this module passes through redact().
 """
@@ -34,6 +36,7 @@ FORK_MESSAGES = ("resource not accessible by integration", "resource not accessi
 TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
 REQUEST_DEADLINE_ENV = "SPEEDSTATS_GITHUB_REQUEST_DEADLINE"
 COMMAND_DEADLINE_ENV = "SPEEDSTATS_GITHUB_DEADLINE"
+DEFAULT_COMMAND_DEADLINE_S = 300.0
 # Who posts with the Actions GITHUB_TOKEN; GET /user answers 403 for it (and for any app installation token).
 ACTIONS_BOT_LOGIN = "github-actions[bot]"
 
@@ -56,10 +59,11 @@ class RetryPolicy:
     secondary_wait_s: float = 60.0  # GitHub: wait a minute when a secondary limit gives no Retry-After
     time_scale: float = 1.0  # multiplies every wait, PyGithub's pacing included (tests set it near 0)
     request_deadline_s: float = 120.0  # one API call, connect, headers and body together
-    command_deadline_s: float = 900.0  # every call and wait of the command together
+    command_deadline_s: float = DEFAULT_COMMAND_DEADLINE_S  # every call and wait of the command together
 
     @classmethod
-    def from_env(cls, environ=None):
+    def from_env(cls, environ=None, command_deadline_s=None):
+        """The policy from $SPEEDSTATS_GITHUB_*; command_deadline_s (--github-deadline) wins over one."""
         env = os.environ if environ is None else environ
         values = {}
         for name, key, positive in ((TIME_SCALE_ENV, "time_scale", False),
@@ -68,6 +72,8 @@ class RetryPolicy:
             raw = env.get(name)
             if raw:
                 values[key] = _seconds(raw, name, positive)
+        if command_deadline_s is not None:
+            values["command_deadline_s"] = command_deadline_s
         return cls(**values)
 
     def backoff(self, attempt):
@@ -256,7 +262,7 @@ class GitHubClient:
         limit = min(deadline_s or self.policy.request_deadline_s, self._remaining())
         if limit <= 0:
             raise GitHubUnreachable(f"{what}: gave up, the command's deadline of "
-                                    f"{self.policy.command_deadline_s:g}s has passed")
+                                    f"{self.policy.command_deadline_s:g}s (--github-deadline) has passed")
         try:
             with _alarm(limit):
                 return fn()
@@ -288,7 +294,7 @@ class GitHubClient:
                 if wait * self.policy.time_scale >= self._remaining():
                     raise GitHubUnreachable(self.redact(
                         f"{what}: {why}; gave up, a retry in {wait:g}s would pass the command's deadline of "
-                        f"{self.policy.command_deadline_s:g}s")) from None
+                        f"{self.policy.command_deadline_s:g}s (--github-deadline)")) from None
                 self.notice(f"{what}: {why}; retry {attempt} of "
                             f"{self.policy.attempts - 1} in {wait:g}s")
                 self.policy.sleep(wait)
@@ -444,12 +450,14 @@ class GitHubClient:
 
         return self._call(f"list runs of workflow {workflow!r} on branch {branch!r} of {repo}", fetch)
 
-    def download(self, url, what, max_bytes, sink=None, deadline_s=600.0):
+    def download(self, url, what, max_bytes, sink=None, deadline_s=600.0, own_deadline=False):
         """GET an artifact zip: bytes in memory, or written to sink (a binary file) when one is given.
 
         The API answers 302 with a pre-signed storage URL on another host (blob storage for
         upload-artifact v4). That URL is fetched with a plain HTTP client and no Authorization header:
-        the token stays with GitHub. At most max_bytes, in at most deadline_s seconds per try.
+        the token stays with GitHub. At most max_bytes, in at most deadline_s seconds per try, within
+        the command's deadline; with own_deadline, within deadline_s over all tries instead, the time
+        it takes left out of the command's (a build's wheels may take longer than every API call).
         """
         import io
 
@@ -475,7 +483,14 @@ class GitHubClient:
             return out
 
         # A large artifact may take longer than an API call is allowed: the download has its own deadline.
-        self._call(what, fetch, deadline_s=deadline_s + storage.SOCKET_TIMEOUT_S)
+        started, command_deadline = time.monotonic(), self._command_deadline
+        if own_deadline:
+            self._command_deadline = started + deadline_s + storage.SOCKET_TIMEOUT_S
+        try:
+            self._call(what, fetch, deadline_s=deadline_s + storage.SOCKET_TIMEOUT_S)
+        finally:
+            if own_deadline:
+                self._command_deadline = command_deadline + (time.monotonic() - started)
         return out.getvalue() if sink is None else None
 
     def _api_get(self, url):

@@ -9,13 +9,13 @@ count. An event without a pull request (a push, a schedule) carries no label.
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 from dataclasses import dataclass
 
+from speedstats import actions_io
 from speedstats.errors import GitHubUnreachable, UserError
 from speedstats.github import context
+from speedstats.github.client import GitHubClient, RetryPolicy
 
 
 @dataclass
@@ -35,42 +35,23 @@ def check_label(name, where="--required-label"):
     return name.strip()
 
 
-def event_labels(environ=None):
-    """The label names the event payload lists for its pull request (or issue)."""
-    env = os.environ if environ is None else environ
-    path = env.get("GITHUB_EVENT_PATH")
-    if not path:
-        return []
-    context.read_event(env)  # a missing or malformed file is a one-line UserError
-    with open(path, encoding="utf-8") as f:
-        payload = json.load(f)
-    for key in ("pull_request", "issue"):
-        item = payload.get(key)
-        if isinstance(item, dict) and isinstance(item.get("labels"), list):
-            return [label["name"] for label in item["labels"]
-                    if isinstance(label, dict) and isinstance(label.get("name"), str)]
-    return []
-
-
 def prepare(pr=None, repo=None, token=None, api_url=None, environ=None):
     """Everything the lookup needs, resolved (and checked) before anything is measured."""
-    env = os.environ if environ is None else environ
-    if not env.get("GITHUB_EVENT_PATH") and pr is None:
+    if actions_io.event_path(environ) is None and pr is None:
         return LabelLookup(None, [], None, context.DEFAULT_API_URL, "no pull request event (GITHUB_EVENT_PATH)")
     try:
-        target = context.resolve_target(pr=pr, repo=repo, environ=env)
+        target = context.resolve_target(pr=pr, repo=repo, environ=environ)
     except context.NoPullRequest:
         return LabelLookup(None, [], None, context.DEFAULT_API_URL, "the event has no pull request")
-    return LabelLookup(target, event_labels(env), context.resolve_token(token, env),
-                       context.resolve_api_url(api_url, env))
+    event_labels = list(actions_io.read_event(environ).labels)
+    return LabelLookup(target, event_labels, context.resolve_token(token, environ),
+                       context.resolve_api_url(api_url, environ))
 
 
 def current_labels(lookup, client=None, err=None):
     """(labels, source): live from the API when possible, else the event payload's."""
     err = err or sys.stderr
     if client is None and lookup.token:
-        from speedstats.github.client import GitHubClient, RetryPolicy
-
         client = GitHubClient(lookup.token, lookup.api_url, RetryPolicy.from_env())
     if client is not None:
         try:

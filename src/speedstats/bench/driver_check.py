@@ -1,0 +1,99 @@
+"""Before a CUDA run: does the NVIDIA driver support the CUDA version each build was made for?
+
+The driver's CUDA version comes from NVML (nvmlSystemGetCudaDriverVersion); a build's from its probe
+(bench.builds: torch.version.cuda, oneflow.sysconfig.get_cuda_version()), else from a `+cuXYZ` local
+version tag, else, for the PyPI oneflow 0.9.0, CUDA 11.7. A driver whose CUDA major version is older
+than a build's fails the run before anything is measured, with one line naming the build, the driver
+and the PyTorch build to pick. A driver of the same major version but an older minor one runs the
+build through CUDA's minor version compatibility (no PTX JIT of newer code): a note, not a failure.
+See docs/runner.md ("Which driver runs which build") for the table.
+"""
+
+import re
+
+from speedstats.errors import UserError
+
+# The oldest Linux driver of each CUDA major version, under minor version compatibility.
+MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# Builds that report no CUDA version themselves: (package, version) -> CUDA version.
+KNOWN_BUILDS = {("oneflow", "0.9.0"): "11.7"}
+# The CUDA versions PyTorch publishes builds for (https://download.pytorch.org/whl/cuXYZ).
+PYTORCH_CUDA_BUILDS = ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0")
+PACKAGE = {"oneflow": "oneflow", "pytorch": "torch"}
+LABELS = {"oneflow": "OneFlow", "oneflow_base": "OneFlow base", "pytorch": "PyTorch"}
+
+
+def parse_version(text):
+    """(major, minor) of "12.4", "12040" or 12040 (NVML's and OneFlow's integer form), or None."""
+    if text is None:
+        return None
+    text = str(text).strip()
+    if text.isdigit() and len(text) >= 4:
+        number = int(text)
+        return number // 1000, number % 1000 // 10
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def build_cuda(provenance):
+    """(package, version, (major, minor) or None) of a build's framework, from its provenance."""
+    family = provenance.get("family", "oneflow")
+    package = PACKAGE.get(family, family)
+    entry = (provenance.get("packages") or {}).get(package) or {}
+    version = entry.get("version") or ""
+    cuda = parse_version(entry.get("cuda"))
+    if cuda is None:
+        tag = re.search(r"\+cu(\d{2,3})\b", version)
+        if tag:
+            digits = tag.group(1)
+            cuda = (int(digits[:-1]), int(digits[-1]))
+    if cuda is None and (package, version) in KNOWN_BUILDS:
+        cuda = parse_version(KNOWN_BUILDS[(package, version)])
+    return package, version, cuda
+
+
+def pytorch_to_pick(driver_cuda):
+    """The newest PyTorch CUDA build the driver runs, as "12.4", or None when even the oldest is newer."""
+    fitting = [v for v in PYTORCH_CUDA_BUILDS if parse_version(v) <= driver_cuda]
+    return fitting[-1] if fitting else None
+
+
+def _text(version):
+    return f"{version[0]}.{version[1]}"
+
+
+def check_driver(builds, driver):
+    """Notes (lines) on builds the driver runs by minor version compatibility; UserError when one needs a
+    newer driver. builds: {role: bench.builds.Build or its provenance}; driver: {"version", "cuda"}."""
+    have = parse_version((driver or {}).get("cuda"))
+    if have is None:
+        return []
+    notes = []
+    for role, build in builds.items():
+        provenance = getattr(build, "provenance", build)
+        package, version, need = build_cuda(provenance)
+        if need is None:
+            continue
+        name = f"{LABELS.get(role, role)} build {package} {version} (CUDA {_text(need)})"
+        if have[0] < need[0]:
+            pick = pytorch_to_pick(have)
+            tag = f"cu{pick.replace('.', '')}" if pick else None
+            advice = (
+                f"pick a PyTorch build for CUDA {pick} with `pytorch:` (e.g. torch==VERSION+{tag} "
+                f"and `pip-args: --extra-index-url https://download.pytorch.org/whl/{tag}`)"
+                if pick
+                else "update the driver"
+            )
+            if role != "pytorch":
+                advice = f"update the driver to {MIN_DRIVER.get(need[0], 'a newer one')} or newer"
+            raise UserError(
+                f"{name} needs an NVIDIA driver for CUDA {need[0]} ({MIN_DRIVER.get(need[0], '?')} or "
+                f"newer); this machine's driver {driver.get('version')} supports CUDA {_text(have)}: "
+                f"{advice}"
+            )
+        if have < need:
+            notes.append(
+                f"{name} runs on driver {driver.get('version')} (CUDA {_text(have)}) through CUDA's "
+                "minor version compatibility"
+            )
+    return notes

@@ -1,0 +1,375 @@
+"""`speedstats run`, from its options to its exit status: the steps of a run, in the order `run` calls them.
+
+    check the inputs       suite, templates, builds, device, bundle, history, label, outputs: all of it
+                           before anything is measured, so that bad input fails in seconds
+    prepare_builds         install and probe each contender's build (before the lock: no GPU needed)
+    measure                under the device lock: the dataset, then bench.runner.SuiteRunner, which
+                           writes OUT/results.json after every case
+    judge                  the verdict, once (speedstats.verdict)
+    render                 the comment from the results and that verdict
+    write_comment          OUT/comment.md, and stdout
+    set_outputs            the Action's outputs
+    write_bundle           the results bundle for actions/upload-artifact (--bundle)
+    append_history         one line of the history file (--history)
+    exit_status            from the verdict: 0 passed, 1 failed, 3 a case without figures
+
+The benchmark layer (speedstats.bench) only measures; judging, rendering, the GitHub outputs and the
+files after a run are steps of this module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
+from speedstats.fsutil import write_atomic
+from speedstats.render import render_speed_stats
+from speedstats.suite import load_suite
+from speedstats.verdict import judge
+
+RESULTS_FILE = "results.json"
+COMMENT_FILE = "comment.md"
+DEFAULT_CACHE = ".cache/speedstats"
+
+
+@dataclass
+class RunOptions:
+    """What `speedstats run` was asked to do; the fields are its flags (see speedstats.run_cli)."""
+
+    suite: str | None = None
+    profile: str | None = None
+    device: str = "auto"
+    out: str = "speedstats-out"
+    cache_dir: str | None = None
+    templates: str | None = None
+    rounds: int | None = None
+    bundle: str | None = None
+    history: str | None = None
+    lock_timeout: float | None = None
+    quiet: bool = False
+    oneflow: str | None = None
+    baseline_oneflow: str | None = None
+    pytorch: str | None = None
+    flowvision: str | None = None
+    pip_args: str | None = None
+    only: str | None = None  # a family: "oneflow" or "pytorch"
+    no_confirm: bool = False
+    required_label: str | None = None
+
+
+def run(options, progress=None):
+    """Run the suite and everything after it; the exit status.
+
+    A cancelled job gets SIGINT, then SIGTERM, maybe in its first seconds (builds being inspected):
+    from the start, unwind like Ctrl-C, so the runner kills its workers (in sessions of their own, the
+    signal does not reach them), marks its results cancelled, and the CLI says "interrupted" (130).
+    """
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run_steps(options, progress or _progress)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_steps(options, progress):
+    suite = load_suite(options.suite, options.profile)
+    check_templates(suite, options.templates)
+    requests, contenders = build_requests(suite, options)
+    check_frameworks_installed(sorted({r.family for r in requests if r.installed}))
+    apply_rounds(suite, options.rounds)
+    device = resolve_device(options.device)
+    bundle_identity = bundle_identity_or_fail(options.bundle)
+    if options.history:
+        from speedstats.analysis.history import check_history_file
+
+        check_history_file(options.history)
+    label_lookup = label_lookup_or_fail(options.required_label)
+    out = check_outputs(options)
+    cache = Path(options.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE)
+    lock_timeout = lock_timeout_or_fail(suite, options.lock_timeout)
+    progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
+
+    builds = prepare_builds(requests, cache, progress)
+    if device == "cuda":
+        check_driver_or_fail(builds, progress)
+    results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
+    verdict = judge(results, suite)
+    body = render_speed_stats(results, suite, verdict, templates_dir=options.templates)
+    comment_path = write_comment(out, body, options.quiet, progress)
+    results_path = out / RESULTS_FILE
+    set_outputs(verdict, results_path, comment_path)
+    if bundle_identity is not None:
+        from speedstats.bundle import write_bundle
+
+        write_bundle(options.bundle, results_path.read_text(encoding="utf-8"), body, *bundle_identity)
+    if options.history:
+        from speedstats.analysis.history import append_history
+
+        append_history(options.history, results, commit=os.environ.get("GITHUB_SHA"))
+    report(results, verdict, results_path, comment_path, progress)
+    return exit_status(results, verdict, options.required_label, label_lookup)
+
+
+# -- checking the inputs ------------------------------------------------------------------------------
+
+
+def check_templates(suite, templates_dir):
+    """Render made-up figures for every case of the suite, and a failed case, before measuring:
+    a broken template then fails in a second, not after the whole run."""
+    from speedstats.analysis.paired import judge_paired
+    from speedstats.bench.runner import case_record
+    from speedstats.contenders import ROLES, contender
+    from speedstats.results import FrameworkResult, Results
+
+    cases = []
+    for spec in suite.cases + suite.cases[:1]:
+        record = case_record(spec)
+        rounds = [1.0 / spec.times] * 6
+        record.frameworks = {role: FrameworkResult(total_s=1.0, per_iter_s=1.0 / spec.times, times=spec.times,
+                                                   rounds_s=rounds) for role in ROLES}
+        record.paired = judge_paired(rounds, rounds)
+        cases.append(record)
+    cases[0].confirmation = {"flags": [f"{cases[0].id}: a made-up flag"], "status": "confirmed"}
+    cases[-1].error = "a made-up failure"
+    made_up = {"family": "oneflow", "source": "wheel",
+               "packages": {"oneflow": {"version": "0.0.0", "wheel": "oneflow-0.0.0-py3-none-any.whl",
+                                        "sha256": "0" * 64, "git_commit": "0" * 40}}}
+    builds = {role: dict(made_up, family=contender(role).family) for role in ROLES}
+    results = Results(suite=suite.name, device="cpu", gpu_name="template check", cases=cases, builds=builds)
+    render_speed_stats(results, suite, judge(results, suite), templates_dir=templates_dir)
+
+
+def build_requests(suite, options):
+    """The builds to prepare, and the contenders to measure, from the suite's 'builds:' and the flags."""
+    from speedstats.bench.builds import parse_build_spec
+    from speedstats.contenders import BASE, HEAD, PYTORCH, ROLES, contender
+
+    spec = suite.builds
+    flowvision = options.flowvision or spec.flowvision
+    pip_args = options.pip_args if options.pip_args is not None else spec.pip_args
+    build_text = {
+        HEAD: options.oneflow or spec.oneflow,
+        BASE: options.baseline_oneflow or spec.baseline_oneflow,
+        PYTORCH: options.pytorch or spec.pytorch,
+    }
+    companion_specs = {"oneflow": [flowvision], "pytorch": []}  # --flowvision goes into every OneFlow build
+    contenders = [role for role in ROLES if role != BASE or build_text[BASE]]
+    if options.only is not None:  # with a baseline, 'oneflow' runs the head and the base
+        contenders = [role for role in contenders if contender(role).family == options.only]
+    requests = []
+    for role in contenders:
+        family = contender(role).family
+        requests.append(parse_build_spec(role, family, build_text[role],
+                                         companion_specs=companion_specs[family], pip_args=pip_args))
+    return requests, contenders
+
+
+def check_frameworks_installed(families=("oneflow", "pytorch")):
+    import importlib.util
+
+    from speedstats.contenders import family_packages
+
+    wanted = [name for family in families for name in family_packages(family)]
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"run needs {', '.join(missing)} installed: run ./scripts/bootstrap.sh "
+                        "(or post results made elsewhere with 'speedstats render' and 'speedstats comment')")
+
+
+def apply_rounds(suite, rounds):
+    """--rounds: every case of the suite measures this many timed rounds."""
+    if rounds is None:
+        return
+    if rounds < 1:
+        raise UserError(f"--rounds: must be at least 1, got {rounds}")
+    for case in suite.cases:
+        case.rounds = rounds
+
+
+def resolve_device(device):
+    from speedstats.gpuinfo import nvml_gpu_name
+
+    if device == "cpu":
+        return device
+    has_gpu = nvml_gpu_name(0) is not None
+    if device == "cuda" and not has_gpu:
+        raise UserError("--device cuda: NVML sees no GPU on this machine (use --device cpu or auto)")
+    return "cuda" if has_gpu else "cpu"
+
+
+def bundle_identity_or_fail(bundle_dir):
+    """The job's PR, head sha, run id and repo for --bundle, checked before anything is measured."""
+    if not bundle_dir:
+        return None
+    from speedstats.bundle import identity_from_env
+
+    identity = identity_from_env()
+    needed = (("GITHUB_RUN_ID", identity.run_id), ("GITHUB_REPOSITORY", identity.repo),
+              ("GITHUB_SHA or the event's head sha", identity.head_sha))
+    missing = [name for name, value in needed if not value]
+    if missing:
+        raise UserError(f"--bundle: needs {', '.join(missing)} (set inside a GitHub Actions job)")
+    return identity
+
+
+def label_lookup_or_fail(label):
+    """For --required-label: the pull request whose labels count, resolved before anything is measured."""
+    if label is None:
+        return None
+    from speedstats.github.labels import check_label, prepare
+
+    check_label(label)
+    return prepare()
+
+
+def check_outputs(options):
+    """The output folder, made now, and its files checked, so a bad --out fails before measuring."""
+    from speedstats.fsutil import check_output_file, ensure_dir
+
+    out = ensure_dir(Path(options.out), "--out folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UserError(f"{out}: cannot write into the --out folder: permission denied")
+    for name in (RESULTS_FILE, COMMENT_FILE):
+        check_output_file(out / name, name)
+    if options.bundle:
+        ensure_dir(Path(options.bundle), "--bundle folder")
+    return out
+
+
+def lock_timeout_or_fail(suite, lock_timeout):
+    lock_timeout = suite.lock_timeout_s if lock_timeout is None else lock_timeout
+    if not 0 <= lock_timeout < float("inf"):  # NaN fails this too
+        raise UserError("--lock-timeout: must be a finite number of seconds, not negative, "
+                        f"got {lock_timeout}")
+    return lock_timeout
+
+
+# -- measuring ----------------------------------------------------------------------------------------
+
+
+def check_driver_or_fail(builds, progress):
+    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports fails now."""
+    from speedstats.bench.driver_check import check_driver
+    from speedstats.bench.machine_state import Gpus
+
+    gpus = Gpus([0])
+    try:
+        driver = gpus.driver()
+    finally:
+        gpus.close()
+    for note in check_driver(builds, driver):
+        progress(f"speedstats: {note}")
+
+
+def prepare_builds(requests, cache, progress):
+    from speedstats.bench.builds import prepare_builds as prepare
+
+    # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.
+    return prepare(requests, cache, progress=progress)
+
+
+def measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress):
+    """Every case of the suite, under the device lock; the Results. A cancelled run (SIGINT, SIGTERM)
+    writes the comment of the cases it finished, then raises bench.runner.RunCancelled."""
+    from speedstats.bench.dataset import ensure_imagefolder
+    from speedstats.bench.runner import RunCancelled, SuiteRunner
+    from speedstats.gpuinfo import device_name
+    from speedstats.lock import device_lock
+
+    with device_lock(device, lock_timeout):
+        dataset_dir = None
+        if any(c.kind == "swin_dataloader" for c in suite.cases):
+            cache = Path(suite.dataset.cache_dir or cache)
+            progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
+            dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
+        runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
+                             gpu_name=device_name(device), builds=builds, contenders=contenders,
+                             confirm=suite.confirm and not options.no_confirm, quiet_wait_s=lock_timeout)
+        try:
+            return runner.run()
+        except RunCancelled as exc:
+            write_cancelled_comment(exc.results, suite, out, options.templates, progress)
+            raise
+
+
+def write_cancelled_comment(results, suite, out, templates_dir, progress):
+    """comment.md of a cancelled run: the cases it finished and a line saying it was cancelled."""
+    comment_path = out / COMMENT_FILE
+    body = render_speed_stats(results, suite, judge(results, suite), templates_dir=templates_dir)
+    write_atomic(comment_path, body)
+    progress(f"speedstats: cancelled after {len(results.cases)} of {len(suite.cases)} cases; "
+             f"wrote {out / RESULTS_FILE} and {comment_path}")
+
+
+# -- after the measurement ----------------------------------------------------------------------------
+
+
+def write_comment(out, body, quiet, progress):
+    """OUT/comment.md, and the comment on stdout unless quiet; the comment's path."""
+    comment_path = out / COMMENT_FILE
+    write_atomic(comment_path, body)
+    if not quiet:
+        from speedstats.fsutil import write_stdout
+
+        try:
+            write_stdout(body + "\n")
+        except (UserError, BrokenPipeError):  # the comment is in comment.md; the verdict still counts
+            progress("speedstats: stdout is closed; the comment is only in " + str(comment_path))
+    return comment_path
+
+
+def set_outputs(verdict, results_path, comment_path):
+    """The Action's outputs (see action.yml)."""
+    from speedstats.actions_io import set_output
+
+    set_output("verdict", "pass" if verdict.passed else "fail")
+    set_output("score", str(verdict.score))
+    set_output("regressions", str(len(verdict.regressions)))
+    set_output("results", str(results_path))
+    set_output("comment-file", str(comment_path))
+
+
+def report(results, verdict, results_path, comment_path, progress):
+    """The run's last progress line: where its files are, the score, the verdict and why."""
+    failed = [c.id for c in results.cases if c.failure]
+    slower = verdict.regressions
+    progress(f"speedstats: wrote {results_path} and {comment_path}; score {verdict.score}, "
+             f"verdict {'pass' if verdict.passed else 'fail'}"
+             + (f"; slower than the base build: {', '.join(slower)}" if slower else "")
+             + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
+    if verdict.disturbed:
+        progress(f"speedstats: measured on a disturbed machine, figures not comparable: "
+                 f"{', '.join(verdict.disturbed)}")
+
+
+def exit_status(results, verdict, required_label=None, label_lookup=None):
+    """3 when a case produced no figures, else 7 when a case was measured on a disturbed machine, else 0
+    when the verdict passed, else 1; with --required-label, a failed verdict exits 1 only when the pull
+    request carries the label."""
+    if any(c.failure for c in results.cases):
+        return EXIT_CASE_FAILED
+    if verdict.disturbed:
+        return EXIT_DISTURBED
+    if verdict.passed:
+        return 0
+    if label_lookup is not None:
+        from speedstats.github.labels import verdict_fails_step
+
+        return EXIT_VERDICT_FAILED if verdict_fails_step(required_label, label_lookup) else 0
+    return EXIT_VERDICT_FAILED
+
+
+def _terminate(signum, frame):
+    # Once: a second signal must not cut short the killing of the workers and the cancel marking.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _progress(message):
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,166 @@
+"""A case measured on a disturbed machine: the line after the block (exact bytes), the verdict, exit 7;
+an unstable figure's note; the suite's `disturbance:` settings."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from speedstats import results as results_model
+from speedstats import pipeline
+from speedstats.errors import EXIT_DISTURBED, UserError
+from speedstats.results import CaseResult, FrameworkResult, Results
+from speedstats.suite import load_suite, suite_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BLOCK = (
+    "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU: AMD EPYC (2 cores) \n\n"
+    " OneFlow resnet50 time: 283.9ms (= 2839.0ms / 10, input_shape=[2, 3, 64, 64])\n"
+    "PyTorch resnet50 time: 5134.0ms (= 51340.0ms / 10, input_shape=[2, 3, 64, 64])\n"
+    "\u2714\ufe0f Relative speed: 18.08 (= 5134.0ms / 283.9ms)\n ``` \n\n</details>"
+)
+WARNING_LINE = (
+    "\u26a0\ufe0f resnet50-bs2: other processes used 1.0 of 2 cores during PyTorch's rounds; "
+    "its figures are not comparable"
+)
+
+
+def framework(ms, rounds_ms):
+    return FrameworkResult(
+        total_s=ms / 100,
+        per_iter_s=ms / 1000,
+        times=10,
+        rounds_s=[r / 1000 for r in rounds_ms],
+        round_iterations=10,
+    )
+
+
+def results(disturbed=True, pytorch_rounds=(5134.0,)):
+    case = CaseResult(
+        id="resnet50-bs2",
+        kind="resnet50",
+        batch_size=2,
+        times=10,
+        input_shape=[2, 3, 64, 64],
+        frameworks={"oneflow": framework(283.9, [283.9]), "pytorch": framework(5134.0, list(pytorch_rounds))},
+    )
+    if disturbed:
+        case.disturbance = {
+            "contenders": {"pytorch": ["other processes used 1.0 of 2 cores"]},
+            "text": "other processes used 1.0 of 2 cores during PyTorch's rounds",
+        }
+    return Results(suite="smoke", device="cpu", gpu_name="CPU: AMD EPYC (2 cores)", cases=[case])
+
+
+def speedstats(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "speedstats", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+def test_a_disturbed_case_renders_the_warning_after_the_block_and_render_exits_7(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(results().to_json())
+    proc = speedstats("render", str(path), "--profile", "smoke")
+    assert proc.stdout.encode() == f"{BLOCK}\n\n{WARNING_LINE}".encode()
+    assert proc.returncode == EXIT_DISTURBED == 7
+    assert (
+        "speedstats:   resnet50-bs2: measured on a disturbed machine: other processes used 1.0 of 2 cores "
+        "during PyTorch's rounds"
+    ) in proc.stderr.splitlines()
+    quiet = tmp_path / "quiet.json"
+    quiet.write_text(results(disturbed=False).to_json())
+    proc = speedstats("render", str(quiet), "--profile", "smoke")
+    assert (proc.stdout, proc.returncode) == (BLOCK, 0)  # the old block, byte for byte, and nothing after it
+
+
+def test_run_reports_a_disturbed_case_with_exit_7_and_the_comment_says_so(tmp_path):
+    suite = load_suite(profile="smoke")
+
+    def run_steps(measured):
+        verdict = pipeline.judge(measured, suite)
+        pipeline.write_comment(tmp_path, pipeline.render_speed_stats(measured, suite, verdict), True, print)
+        return pipeline.exit_status(measured, verdict)
+
+    assert run_steps(results()) == EXIT_DISTURBED
+    assert (tmp_path / "comment.md").read_bytes() == f"{BLOCK}\n\n{WARNING_LINE}".encode()
+    assert run_steps(results(disturbed=False)) == 0
+
+
+def test_disturbance_survives_results_json():
+    raw = json.loads(results().to_json())
+    again = results_model.results_from_dict(raw)
+    assert again.cases[0].disturbance == results().cases[0].disturbance
+    raw["cases"][0]["disturbance"] = {"text": 3}
+    with pytest.raises(UserError, match=r"field 'disturbance' must hold a 'text' and its 'contenders'"):
+        results_model.results_from_dict(raw)
+
+
+def test_an_unstable_figure_gets_a_note():
+    from speedstats.render import render_speed_stats
+
+    from speedstats.verdict import judge
+
+    measured, suite = results(disturbed=False, pytorch_rounds=(4600.0, 5134.0, 5900.0)), load_suite(profile="smoke")
+    body = render_speed_stats(measured, suite, judge(measured, suite))
+    assert body == (
+        f"{BLOCK}\n\n\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation "
+        "above 10%: resnet50-bs2 PyTorch 12.5%"
+    )  # sd 653.4 / mean 5211.3
+
+
+SUITE = {"name": "t", "cases": [{"id": "a", "kind": "resnet50", "batch_size": 1, "times": 1}]}
+
+
+def test_the_suite_sets_when_a_round_is_disturbed():
+    suite = suite_from_dict(
+        dict(
+            SUITE,
+            disturbance={
+                "max_other_cores": 0.5,
+                "remeasure_rounds": 0,
+                "allowed_clock_events": ["gpu_idle", "sw_power_cap"],
+            },
+        ),
+        "t.yml",
+    )
+    assert (suite.disturbance.max_other_cores, suite.disturbance.remeasure_rounds) == (0.5, 0)
+    assert suite.disturbance.allowed_clock_events == ["gpu_idle", "sw_power_cap"]
+    assert suite.disturbance.min_sm_clock_ratio == 0.75 and suite.disturbance.max_cv == 0.10
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_other_cores", -1, "field 'disturbance.max_other_cores' must be a number of at least 0, got -1"),
+        (
+            "remeasure_rounds",
+            1.5,
+            "field 'disturbance.remeasure_rounds' must be an integer of at least 0, got 1.5",
+        ),
+        (
+            "allowed_clock_events",
+            ["idle"],
+            "field 'disturbance.allowed_clock_events' must be a list of gpu_idle, ",
+        ),
+        (
+            "foreign_gpu_processes",
+            "no",
+            "field 'disturbance.foreign_gpu_processes' must be true or false, got 'no'",
+        ),
+        ("max_cores", 1, "unknown field 'disturbance.max_cores'"),
+    ],
+)
+def test_bad_disturbance_settings_name_the_field(field, value, message):
+    with pytest.raises(UserError) as error:
+        suite_from_dict(dict(SUITE, disturbance={field: value}), "t.yml")
+    assert str(error.value).startswith(f"t.yml: {message}")

@@ -1,0 +1,111 @@
+"""The steps of `speedstats run` (speedstats.pipeline) that need no framework; the layers it keeps apart."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from speedstats import pipeline
+from speedstats.analysis.paired import judge_paired
+from speedstats.errors import EXIT_CASE_FAILED, EXIT_VERDICT_FAILED
+from speedstats.render import render_speed_stats
+from speedstats.results import CaseResult, FrameworkResult, Results
+from speedstats.suite import load_suite
+from speedstats.verdict import judge
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "speedstats"
+
+
+def resnet_case(case_id, head_ms, pytorch_ms, base=None, batch_size=2, times=10):
+    def figures(ms):
+        return FrameworkResult(total_s=ms * times / 1000, per_iter_s=ms / 1000, times=times)
+
+    case = CaseResult(id=case_id, kind="resnet50", batch_size=batch_size, times=times,
+                      input_shape=[batch_size, 3, 64, 64],
+                      frameworks={"oneflow": figures(head_ms), "pytorch": figures(pytorch_ms)})
+    if base is not None:
+        head_rounds, base_rounds = [head_ms / 1000] * 5, [base / 1000] * 5
+        case.frameworks["oneflow_base"] = figures(base)
+        case.paired = judge_paired(head_rounds, base_rounds)
+    return case
+
+
+def smoke_results(*cases):
+    return Results(suite="smoke", device="cpu", gpu_name="CPU", cases=list(cases))
+
+
+@pytest.mark.parametrize("flags, roles", [
+    ({}, ["oneflow", "pytorch"]),
+    ({"baseline_oneflow": "installed"}, ["oneflow", "oneflow_base", "pytorch"]),
+    ({"baseline_oneflow": "installed", "only": "oneflow"}, ["oneflow", "oneflow_base"]),
+    ({"baseline_oneflow": "installed", "only": "pytorch"}, ["pytorch"]),
+    ({"only": "oneflow"}, ["oneflow"]),
+])
+def test_the_flags_choose_the_contenders_and_their_builds(flags, roles):
+    requests, contenders = pipeline.build_requests(load_suite(None, "smoke"), pipeline.RunOptions(**flags))
+    assert contenders == roles
+    assert [(r.role, r.family, r.installed) for r in requests] == [
+        (role, "pytorch" if role == "pytorch" else "oneflow", True) for role in roles]
+
+
+def test_the_exit_status_comes_from_the_verdict():
+    suite = load_suite(None, "smoke")
+    passed = smoke_results(resnet_case("resnet50-bs2", 300.0, 180.0))
+    assert judge(passed, suite).passed and pipeline.exit_status(passed, judge(passed, suite)) == 0
+    slower = smoke_results(resnet_case("resnet50-bs2", 300.0, 180.0, base=250.0))
+    verdict = judge(slower, suite)
+    assert verdict.regressions == ["resnet50-bs2"] and not verdict.passed
+    assert pipeline.exit_status(slower, verdict) == EXIT_VERDICT_FAILED
+    failed = smoke_results(resnet_case("resnet50-bs2", 300.0, 180.0),
+                           CaseResult(id="resnet50-bs1", kind="resnet50", batch_size=1, times=10,
+                                      input_shape=[1, 3, 64, 64], error="crashed"))
+    assert pipeline.exit_status(failed, judge(failed, suite)) == EXIT_CASE_FAILED
+
+
+def test_the_comment_and_outputs_after_a_run_carry_one_verdict(tmp_path, monkeypatch, capsys):
+    suite = load_suite(None, "smoke")
+    results = smoke_results(resnet_case("resnet50-bs2", 300.0, 180.0, base=250.0))
+    verdict = judge(results, suite)
+    body = render_speed_stats(results, suite, verdict)
+    outputs = tmp_path / "github-output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
+    comment_path = pipeline.write_comment(tmp_path, body, quiet=False, progress=print)
+    pipeline.set_outputs(verdict, tmp_path / "results.json", comment_path)
+    pipeline.report(results, verdict, tmp_path / "results.json", comment_path, progress=print)
+    assert comment_path.read_text(encoding="utf-8") == body
+    assert outputs.read_text(encoding="utf-8") == (
+        f"verdict=fail\nscore=0\nregressions=1\nresults={tmp_path / 'results.json'}\n"
+        f"comment-file={comment_path}\n")
+    assert capsys.readouterr().out == body + "\n" + (
+        f"speedstats: wrote {tmp_path / 'results.json'} and {comment_path}; score 0, verdict fail; "
+        "slower than the base build: resnet50-bs2\n")
+
+
+def speedstats_imports(path):
+    """The speedstats modules a source file imports, at the top or inside functions."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in names if name.startswith("speedstats")}
+
+
+def test_the_benchmark_layer_only_measures():
+    above = ("speedstats.render", "speedstats.github", "speedstats.pipeline", "speedstats.bundle",
+             "speedstats.actions_io", "speedstats.analysis.history", "speedstats.analysis.compare",
+             "speedstats.parse")
+    files = sorted((SRC / "bench").glob("*.py"))
+    assert len(files) > 5
+    found = {f"{path.name}: {name}" for path in files for name in speedstats_imports(path)
+             if name.startswith(above)}
+    assert found == set()
+
+
+def test_analysis_computes_and_render_reads_no_parser():
+    compare = speedstats_imports(SRC / "analysis" / "compare.py")
+    assert not {name for name in compare if name.startswith("speedstats.render")}
+    assert not {n for n in speedstats_imports(SRC / "render.py") if n.startswith("speedstats.parse")}
+    assert speedstats_imports(SRC / "contenders.py") == set()  # the table sits below everything
