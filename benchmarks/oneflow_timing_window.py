@@ -42,16 +42,10 @@ def main():
     import oneflow as flow
 
     from speedstats.bench.worker import FRAMEWORK_CLASSES, ResNet50Step
+    from speedstats.bench.workerspec import WorkerSpec
 
-    spec = {
-        "framework": "oneflow",
-        "ddp": False,
-        "device": args.device,
-        "mode": "old-bot",
-        "model": "shared",
-        "batch_size": args.batch,
-        "image_size": args.size,
-    }
+    spec = WorkerSpec(framework="oneflow", ddp=False, device=args.device, mode="old-bot", model="shared",
+                      batch_size=args.batch, image_size=args.size)
     fw = FRAMEWORK_CLASSES["oneflow"](spec)
     step = ResNet50Step(fw, spec)
     model, optimizer, data = step.model, step.optimizer, step.input

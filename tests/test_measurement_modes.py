@@ -119,9 +119,10 @@ def test_oneflow_input_never_requires_grad(mode):
 QUEUED_AFTER_STEP = """
     import json, statistics, sys, time
     from speedstats.bench.worker import FRAMEWORK_CLASSES, ResNet50Step
+    from speedstats.bench.workerspec import WorkerSpec
 
-    spec = {"framework": "oneflow", "ddp": False, "device": "cpu", "mode": sys.argv[1], "model": "shared",
-            "batch_size": 2, "image_size": 64}
+    spec = WorkerSpec(framework="oneflow", ddp=False, device="cpu", mode=sys.argv[1], model="shared",
+                      batch_size=2, image_size=64)
     fw = FRAMEWORK_CLASSES["oneflow"](spec)
     step = ResNet50Step(fw, spec)
     step.warm_up(2)

@@ -269,9 +269,9 @@ class ResNet50Step:
 
     old-bot: the shared ResNet50 (speedstats.bench.models), PyTorch's input built as the old script
     built it (a CPU leaf that requires grad), and the old per-iteration sync, `loss.cpu()` (PyTorch)
-    and `loss.numpy()` (OneFlow), then a full sync after the last iteration. clean: no input gradient and a full device sync (OneFlow's
-    eager.Sync(), torch.cuda.synchronize()); the model is the shared one or, with `model: library`,
-    torchvision's and flowvision's ResNet50.
+    and `loss.numpy()` (OneFlow), then a full sync after the last iteration. clean: no input
+    gradient and a full device sync (OneFlow's eager.Sync(), torch.cuda.synchronize()); the model is
+    the shared one or, with `model: library`, torchvision's and flowvision's ResNet50.
     """
 
     def __init__(self, fw, spec):
