@@ -270,9 +270,9 @@ class ResNet50Step:
 
     old-bot: the shared ResNet50 (speedstats.bench.models), PyTorch's input built as the old script
     built it (a CPU leaf that requires grad), and the old per-iteration sync, `loss.cpu()` (PyTorch)
-    and `loss.numpy()` (OneFlow). clean: no input gradient and a full device sync (OneFlow's
-    eager.Sync(), torch.cuda.synchronize()); the model is the shared one or, with `model: library`,
-    torchvision's and flowvision's ResNet50.
+    and `loss.numpy()` (OneFlow), then a full sync after the last iteration. clean: no input
+    gradient and a full device sync (OneFlow's eager.Sync(), torch.cuda.synchronize()); the model is
+    the shared one or, with `model: library`, torchvision's and flowvision's ResNet50.
     """
 
     def __init__(self, fw, spec):
@@ -313,6 +313,12 @@ class ResNet50Step:
                 host_sync(loss)
             else:
                 sync()
+        if old_bot:
+            # OneFlow's loss.numpy() waits for the forward only; backward and step run on after it.
+            # The old script's clock ran on over the steps its loop queued: it started with the
+            # warm-up's last backward and step still running and stopped with the last iteration's
+            # still queued, so it timed `times` whole steps. Wait for them, as a round starts drained.
+            sync()
 
     warm_up = run
 

@@ -1,0 +1,338 @@
+"""The old job's own script against `speedstats run` in old-bot mode, side by side on this machine.
+
+    .venv/bin/python benchmarks/parity_with_old_script.py --models-checkout DIR [--pairs N]
+        [--device cpu|cuda] [--shape BS,H,W ...] [--times N] [--torch110-zero-grad] [--ddp] [--out FILE]
+
+DIR is a checkout of Oneflow-Inc/models; nothing of it is copied into this project. Its
+scripts/compare_speed_with_pytorch.py runs from a patched copy in a temporary folder (the checkout
+is not touched), with the model file Vision/classification/image/resnet50/models/resnet50.py as it
+is. The copy's edits, each checked to match exactly once:
+
+- the device: every `.to("cuda")` becomes `.to(DEVICE)`; on the CPU a DDP run also takes gloo for
+  nccl, no device_ids and no torch.cuda.set_device;
+- printing: OneFlow 0.9.0 sets RANK=-1 in a process that no launcher started, and the script's
+  print_rank_0 then prints nothing; a rank of -1 counts as rank 0 (a DDP run prints on rank 0);
+- with --torch110-zero-grad, `optimizer.zero_grad(set_to_none=False)`: torch 1.10's default, which
+  the old job ran. Since torch 2.0 the default sets gradients to None and step() then updates nothing.
+
+Per case shape, N pairs: the old script once (OneFlow then PyTorch in one process, 5 warm-up
+iterations, --times timed, --no-show-memory as the old job passed it) and `speedstats run` once with a
+one-case old-bot suite of the same shape, iterations and warm-up; the order flips every pair. Both
+get the default profile's `env:` (the old test container's variables; the DDP cases'
+OMP_NUM_THREADS=1 too). Prints a table of the median of the per-pair differences
+(speedstats / old script - 1) of each framework's time and of the relative speed, and the command.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from speedstats.bench.environment import package_versions, subprocess_env
+from speedstats.suite import load_suite
+
+OLD_SCRIPT = "scripts/compare_speed_with_pytorch.py"
+OLD_MODEL = "Vision/classification/image/resnet50/models/resnet50.py"
+OLD_WARMUP = 5  # fixed in the old script
+TIME_LINE = re.compile(
+    r"^(OneFlow|PyTorch) resnet50 time: [0-9.]+ms \(= ([0-9.]+)ms / ([0-9]+), ", re.MULTILINE
+)
+
+
+class Failed(Exception):
+    pass
+
+
+def patch_old_script(text, device, torch110_zero_grad):
+    """The old script's text with this run's edits; each edit must match as often as expected."""
+    edits = [
+        ('.to("cuda")', f".to({device!r})", 2),
+        ('rank = int(os.getenv("RANK", "0"))', 'rank = max(0, int(os.getenv("RANK", "0")))', 1),
+    ]
+    if device == "cpu":
+        edits += [
+            ("torch.cuda.set_device(rank)", "None  # on the CPU", 1),
+            ('backend="nccl"', 'backend="gloo"', 1),
+            ("device_ids=[rank]", "device_ids=None", 1),
+        ]
+    if torch110_zero_grad:
+        edits.append(("optimizer.zero_grad()", "optimizer.zero_grad(set_to_none=False)", 1))
+    for old, new, count in edits:
+        found = text.count(old)
+        if found != count:
+            raise Failed(f"{OLD_SCRIPT}: expected {count} of {old!r}, found {found} (another version?)")
+        text = text.replace(old, new)
+    return text
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_old_script(script, model, shape, times, ddp, env):
+    shape_arg = "x".join(map(str, shape))
+    args = [str(script), str(model), "resnet50", shape_arg, "--times", str(times), "--no-show-memory"]
+    if ddp:
+        args = [
+            "-m",
+            "oneflow.distributed.launch",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(_free_port()),
+            *args,
+            "--ddp",
+        ]
+    proc = subprocess.run(
+        [sys.executable, *args],
+        check=False,
+        cwd=script.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    found = {name: float(total) / int(n) for name, total, n in TIME_LINE.findall(proc.stdout)}
+    if proc.returncode != 0 or set(found) != {"OneFlow", "PyTorch"}:
+        tail = " | ".join(proc.stdout.strip().splitlines()[-5:])
+        raise Failed(f"old script exited {proc.returncode} without both time lines: {tail}")
+    return found["OneFlow"], found["PyTorch"]
+
+
+def suite_text(shape, times, ddp, env):
+    batch, size = shape[0], shape[2]
+    lines = ["name: parity", f"warmup: {OLD_WARMUP}", "rounds: 1", "mode: old-bot", "confirm: false", "env:"]
+    lines += [f"  {name}: {json.dumps(value)}" for name, value in sorted(env.items())]
+    lines += [
+        "cases:",
+        "  - id: parity",
+        "    kind: resnet50",
+        f"    batch_size: {batch}",
+        f"    image_size: {size}",
+        f"    times: {times}",
+    ]
+    if ddp:
+        lines += ["    ddp: true", "    world_size: 2"]
+    return "\n".join(lines) + "\n"
+
+
+def run_speedstats(tmp, shape, times, ddp, env, device):
+    suite = tmp / "suite.yml"
+    suite.write_text(suite_text(shape, times, ddp, env), encoding="utf-8")
+    out = tmp / "speedstats-out"
+    cmd = [
+        sys.executable,
+        "-m",
+        "speedstats",
+        "run",
+        "--suite",
+        str(suite),
+        "--device",
+        device,
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-confirm",
+        "--lock-timeout",
+        "3600",
+    ]
+    proc = subprocess.run(
+        cmd,
+        check=False,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPEEDSTATS_LOCK_DIR": str(tmp / "locks")},
+    )
+    try:
+        case = json.loads((out / "results.json").read_text(encoding="utf-8"))["cases"][0]
+    except (OSError, ValueError, IndexError):
+        raise Failed(
+            f"speedstats run exited {proc.returncode} without results: {proc.stderr[-600:]}"
+        ) from None
+    of, pt = case["frameworks"]["oneflow"], case["frameworks"]["pytorch"]
+    if of["per_iter_s"] is None or pt["per_iter_s"] is None:
+        raise Failed(f"speedstats run: {of['error'] or pt['error']}")
+    return of["per_iter_s"] * 1000, pt["per_iter_s"] * 1000
+
+
+def parse_shape(text):
+    try:
+        parts = [int(p) for p in text.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) != 3 or min(parts) < 1:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: expected BS,H,W such as 2,224,224")
+    if parts[1] != parts[2]:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: speedstats measures square images (H = W)")
+    if parts[1] < 193:
+        # The old model's AvgPool2d(7) needs a final feature map of at least 7x7 (ceil(H / 32) >= 7).
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: the old model needs H and W of at least 193")
+    return [parts[0], 3, parts[1], parts[2]]
+
+
+def median_change(pairs, index):
+    return statistics.median(ss[index] / old[index] - 1 for old, ss in pairs)
+
+
+def measure_case(args, script, model, shape, ddp):
+    suite_env = dict(load_suite(profile="default").env)
+    if ddp:
+        suite_env["OMP_NUM_THREADS"] = "1"  # as the old job exported before its DDP runs
+    old_env = subprocess_env("oneflow", extra=suite_env)
+    pairs = []
+    label = f"{shape}{' ddp' if ddp else ''}"
+    for k in range(args.pairs):
+        figures = {}
+        order = ("old", "speedstats") if k % 2 == 0 else ("speedstats", "old")
+        for side in order:
+            with tempfile.TemporaryDirectory() as tmp:
+                if side == "old":
+                    of, pt = run_old_script(script, model, shape, args.times, ddp, old_env)
+                else:
+                    of, pt = run_speedstats(Path(tmp), shape, args.times, ddp, suite_env, args.device)
+            figures[side] = (of, pt, pt / of)
+        pairs.append((figures["old"], figures["speedstats"]))
+        old, ss = figures["old"], figures["speedstats"]
+        print(
+            f"# {label} pair {k + 1}/{args.pairs} ({' first, '.join(order)} second): OneFlow {old[0]:.1f} / "
+            f"{ss[0]:.1f} ms, PyTorch {old[1]:.1f} / {ss[1]:.1f} ms, relative {old[2]:.3f} / {ss[2]:.3f} "
+            f"(old script / speedstats), load average {os.getloadavg()[0]:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {
+        "shape": shape,
+        "ddp": ddp,
+        "pairs": [{"old": list(o), "speedstats": list(s)} for o, s in pairs],
+        "median_change": {
+            name: median_change(pairs, i) for i, name in enumerate(("oneflow", "pytorch", "relative"))
+        },
+        "median_old": [statistics.median(o[i] for o, _ in pairs) for i in range(3)],
+        "median_speedstats": [statistics.median(s[i] for _, s in pairs) for i in range(3)],
+    }
+
+
+def table(cases):
+    header = (
+        "| case | pairs | OneFlow ms: old, speedstats, change | PyTorch ms: old, speedstats, change | "
+        "relative speed: old, speedstats, change |"
+    )
+    rows = [header, "|---|---|---|---|---|"]
+    for case in cases:
+        old, ss, change = case["median_old"], case["median_speedstats"], case["median_change"]
+        cells = [
+            f"{old[i]:.1f}, {ss[i]:.1f}, {change[name] * 100:+.1f}%"
+            for i, name in enumerate(("oneflow", "pytorch"))
+        ]
+        cells.append(f"{old[2]:.3f}, {ss[2]:.3f}, {change['relative'] * 100:+.1f}%")
+        rows.append(
+            f"| {case['shape']}{', ddp' if case['ddp'] else ''} | {len(case['pairs'])} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--models-checkout", required=True, type=Path, metavar="DIR", help="a checkout of Oneflow-Inc/models"
+    )
+    parser.add_argument("--pairs", type=int, default=5, help="pairs per case shape (default: %(default)s)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--shape",
+        type=parse_shape,
+        action="append",
+        metavar="BS,H,W",
+        help="a case shape, repeatable (default: 2,224,224)",
+    )
+    parser.add_argument("--times", type=int, default=10, help="timed iterations (default: %(default)s)")
+    parser.add_argument(
+        "--torch110-zero-grad",
+        action="store_true",
+        help="the old script with torch 1.10's zero_grad (set_to_none=False)",
+    )
+    parser.add_argument("--ddp", action="store_true", help="also each shape with DDP, 2 ranks")
+    parser.add_argument("--out", type=Path, help="write every pair's figures here as JSON")
+    args = parser.parse_args()
+    if args.pairs < 1 or args.times < 1:
+        parser.error("--pairs and --times must be at least 1")
+    script_path, model = args.models_checkout / OLD_SCRIPT, (args.models_checkout / OLD_MODEL).resolve()
+    for path in (script_path, model):
+        if not path.is_file():
+            parser.error(
+                f"--models-checkout {args.models_checkout}: no {path.relative_to(args.models_checkout)}"
+            )
+    versions = package_versions()
+    print(
+        f"# torch {versions['torch']}, oneflow {versions['oneflow']}, device {args.device}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
+        file=sys.stderr,
+        flush=True,
+    )
+    cases = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            script = Path(tmp) / "compare_speed_with_pytorch.py"
+            script.write_text(
+                patch_old_script(
+                    script_path.read_text(encoding="utf-8"), args.device, args.torch110_zero_grad
+                ),
+                encoding="utf-8",
+            )
+            for shape in args.shape or [[2, 3, 224, 224]]:
+                for ddp in (False, True) if args.ddp else (False,):
+                    cases.append(measure_case(args, script, model, shape, ddp))
+    except Failed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    command = " ".join(
+        ["benchmarks/parity_with_old_script.py", "--models-checkout", "DIR"]
+        + [
+            shlex.quote(a)
+            for a in sys.argv[1:]
+            if a != str(args.models_checkout)
+            and a != "--models-checkout"
+            and not a.startswith("--models-checkout=")
+        ]
+    )
+    print(table(cases))
+    print(
+        f"\ntorch {versions['torch']}, oneflow {versions['oneflow']}, {args.times} timed iterations after "
+        f"{OLD_WARMUP} warm-up; change = median over pairs of (speedstats / old script - 1)\n"
+        f"command: {command}"
+    )
+    if args.out:
+        args.out.write_text(
+            json.dumps(
+                {
+                    "command": command,
+                    "versions": versions,
+                    "device": args.device,
+                    "times": args.times,
+                    "cases": cases,
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
