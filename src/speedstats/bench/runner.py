@@ -606,6 +606,8 @@ class SuiteRunner:
         if state.error:
             return
         label = LABELS[state.worker.role]
+        number = (label_k if label_k is not None else k) + 1
+        of = f"/{plan.rounds}" if number <= plan.rounds else ""
         spec = self.suite.disturbance
         while True:
             pids = state.worker.processes()
@@ -614,7 +616,7 @@ class SuiteRunner:
                 total = state.worker.run_round()
             except WorkerFailed as exc:
                 state.fail(str(exc))
-                self.progress(f"{prefix}   {label}: round {k + 1} FAILED: {exc}")
+                self.progress(f"{prefix}   {label}: round {number}{of} FAILED: {exc}")
                 return
             round_state = self.watch.end(before, pids)
             round_state["disturbed"] = machine.round_disturbance(round_state, spec)
@@ -622,13 +624,11 @@ class SuiteRunner:
                 break
             state.remeasured.append({"per_iter_s": total / plan.iterations, "state": round_state})
             why = "; ".join(item["text"] for item in round_state["disturbed"])
-            self.progress(f"{prefix}   {label}: round {k + 1} disturbed ({why}): measuring it again")
+            self.progress(f"{prefix}   {label}: round {number}{of} disturbed ({why}): measuring it again")
             time.sleep(spec.retry_wait_s)
         state.rounds.append(total)
         state.states.append(round_state)
         unit, scale = ("s", 1.0) if case.kind == "swin_dataloader" else ("ms", 1000.0)
-        number = (label_k if label_k is not None else k) + 1
-        of = f"/{plan.rounds}" if number <= plan.rounds else ""
         self.progress(f"{prefix}   {label}: round {number}{of}: {total / plan.iterations * scale:.3f}{unit}"
                       f" per iteration ({plan.iterations} iterations in {total:.2f}s)")
 
