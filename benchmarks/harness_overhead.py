@@ -44,8 +44,10 @@ def main():
             timed = sum(fw["rounds_s"]) * fw["times"] if fw["rounds_s"] else 0.0
             timed_total += timed
             setup = setups.get((case["id"], name))
-            print(f"{case['id']:<24} {name:<9} {timed:>9.2f} {setup if setup is not None else float('nan'):>16.2f}")
-    print(f"wall {wall:.1f}s, timed loops {timed_total:.1f}s: {100 * timed_total / wall:.0f}% of the wall time"
+            print(f"{case['id']:<24} {name:<9} {timed:>9.2f} "
+                  f"{setup if setup is not None else float('nan'):>16.2f}")
+    print(f"wall {wall:.1f}s, timed loops {timed_total:.1f}s: {100 * timed_total / wall:.0f}% of the wall "
+          "time"
           f" (exit status {proc.returncode})")
 
 

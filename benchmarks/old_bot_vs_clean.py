@@ -61,7 +61,8 @@ def run_suite(text, device, tmp):
     cmd = [sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", device,
            "--out", str(out), "--quiet", "--lock-timeout", "3600"]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, check=False, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.run(cmd, check=False, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src"),
                                "SPEEDSTATS_LOCK_DIR": str(tmp / "locks")})
     wall = time.perf_counter() - start
@@ -102,7 +103,8 @@ def main():
         all_ids = profile_case_ids(profile)
         for mode in modes:
             with tempfile.TemporaryDirectory() as tmp:
-                results, wall = run_suite(suite_text(profile, keep, warmup, rounds, mode, all_ids), args.device,
+                results, wall = run_suite(suite_text(profile, keep, warmup, rounds, mode, all_ids),
+                                          args.device,
                                           Path(tmp))
             run = {"shapes": shape_set, "mode": mode, "wall_s": wall, "versions": results["versions"],
                    "load_average_1min_after": os.getloadavg()[0], "cases": figures(results)}
@@ -112,7 +114,8 @@ def main():
     print("| shapes | case | mode | OneFlow ms | PyTorch ms | relative speed | vs clean |")
     print("|---|---|---|---|---|---|---|")
     for run in report["runs"]:
-        clean = next((r for r in report["runs"] if r["shapes"] == run["shapes"] and r["mode"] == "clean"), None)
+        clean = next((r for r in report["runs"] if r["shapes"] == run["shapes"] and r["mode"] == "clean"),
+                     None)
         for case_id, row in run["cases"].items():
             if "error" in row:
                 print(f"| {run['shapes']} | {case_id} | {run['mode']} | error: {row['error']} | | | |")
@@ -120,7 +123,8 @@ def main():
             base = clean["cases"].get(case_id, {}) if clean else {}
             versus = f"{row['relative'] / base['relative']:.2f}x" if base.get("relative") else ""
             print(f"| {run['shapes']} | {case_id} {row['input_shape']}{' ddp' if row['ddp'] else ''} | "
-                  f"{run['mode']} | {row['oneflow_ms']:.1f} | {row['pytorch_ms']:.1f} | {row['relative']:.2f} | "
+                  f"{run['mode']} | {row['oneflow_ms']:.1f} | {row['pytorch_ms']:.1f} "
+                  f"| {row['relative']:.2f} | "
                   f"{versus} |")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1), encoding="utf-8")

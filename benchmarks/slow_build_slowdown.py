@@ -55,7 +55,8 @@ for line in sys.stdin:
 
 def start(build, device, clock):
     process = subprocess.Popen([sys.executable, "-c", STEPPER, device, clock], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env=build.worker_env(subprocess_env("oneflow")))
+                               stdout=subprocess.PIPE, text=True,
+                               env=build.worker_env(subprocess_env("oneflow")))
     ready = process.stdout.readline().split()
     assert ready[:1] == ["ready"], ready
     return process, ready[1]
@@ -76,7 +77,8 @@ def main():
                         help="cpu: the process's CPU time, steadier on a busy machine")
     args = parser.parse_args()
     cache = oneflow_builds.DEFAULT_CACHE
-    wheels = {"repacked": oneflow_builds.repacked_oneflow_wheel(cache), "slow": oneflow_builds.slow_oneflow_wheel(cache)}
+    wheels = {"repacked": oneflow_builds.repacked_oneflow_wheel(cache),
+              "slow": oneflow_builds.slow_oneflow_wheel(cache)}
     builds = {name: prepare_build(parse_build_spec(name, "oneflow", str(wheel)), oneflow_builds.BUILD_CACHE)
               for name, wheel in wheels.items()}
     began = time.monotonic()
@@ -103,7 +105,8 @@ def main():
     fastest = {name: sorted(values)[: max(1, len(values) // 10)] for name, values in times.items()}
     print("fastest tenth of the steps, slow/repacked: "
           f"{statistics.mean(fastest['slow']) / statistics.mean(fastest['repacked']):.3f} "
-          f"({statistics.mean(fastest['repacked']) * 1000:.0f} vs {statistics.mean(fastest['slow']) * 1000:.0f} ms)")
+          f"({statistics.mean(fastest['repacked']) * 1000:.0f} "
+          f"vs {statistics.mean(fastest['slow']) * 1000:.0f} ms)")
     print(f"{time.monotonic() - began:.0f}s")
 
 

@@ -66,7 +66,8 @@ class InputError(Exception):
 
 
 def read_inputs(env):
-    """Every input's value: INPUT_<NAME> as the runner spells it, else the underscore form, else the default."""
+    """Every input's value: INPUT_<NAME> as the runner spells it, else the underscore form,
+    else the default."""
     inputs = {}
     for name, default in DEFAULTS.items():
         value = None
@@ -99,7 +100,8 @@ def run_argv(inputs):
             + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
             + _optional("--lock-timeout", inputs["lock-timeout"]) + _optional("--bundle", inputs["bundle"])
             + _optional("--history", inputs["history"])
-            + _optional("--oneflow", inputs["oneflow"]) + _optional("--baseline-oneflow", inputs["baseline-oneflow"])
+            + _optional("--oneflow", inputs["oneflow"])
+            + _optional("--baseline-oneflow", inputs["baseline-oneflow"])
             + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
             # One argument, so that pip arguments starting with '-' are not read as speedstats options.
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
@@ -111,14 +113,16 @@ def _deadline(inputs):
 
 
 def comment_argv(inputs, body_file):
-    return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]] + _optional("--pr", inputs["pr"])
+    return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]]
+            + _optional("--pr", inputs["pr"])
             + _optional("--author", inputs["author"]) + _deadline(inputs))
 
 
 def fetch_baseline_argv(inputs):
     if not inputs["baseline-workflow"]:
         raise InputError("input 'baseline-workflow': needed by command 'fetch-baseline'")
-    return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact", inputs["baseline-artifact"],
+    return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact",
+             inputs["baseline-artifact"],
              "--dest", str(Path(inputs["out"]) / "baseline")]
             + _optional("--branch", inputs["baseline-branch"]) + _deadline(inputs))
 
@@ -167,7 +171,8 @@ def plan(inputs):
         return [report_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
-    return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status", inputs["status"]]
+    return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status",
+             inputs["status"]]
             + _optional("--pr", inputs["pr"]) + _deadline(inputs)]
 
 

@@ -327,7 +327,8 @@ class FakeGitHub:
         after=True lets the request take effect before the error is returned.
         """
         with self._lock:
-            self._faults.append(Fault(method.upper(), path, status, times, after, dict(headers or {}), message))
+            self._faults.append(Fault(method.upper(), path, status, times, after, dict(headers or {}),
+                                      message))
 
     def answer_raw(self, method, path, data, status=200, times=1):
         """Answer the next `times` matching requests with these bytes as a JSON body (e.g. malformed)."""
@@ -363,7 +364,8 @@ class FakeGitHub:
 
     def requests_matching(self, method, path):
         with self._lock:
-            return [r for r in self.requests if r.method == method.upper() and fnmatch.fnmatchcase(r.path, path)]
+            return [r for r in self.requests if r.method == method.upper()
+                    and fnmatch.fnmatchcase(r.path, path)]
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -397,7 +399,8 @@ class FakeGitHub:
                 return
             hold.arrived += 1
             self._cond.notify_all()
-            self._cond.wait_for(lambda: hold.arrived >= hold.parties or all(h is not hold for h in self._holds),
+            self._cond.wait_for(lambda: hold.arrived >= hold.parties
+                                or all(h is not hold for h in self._holds),
                                 timeout=hold.timeout_s)
 
 
@@ -450,7 +453,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = urllib.parse.unquote(parsed.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        record = RecordedRequest(method, path, urllib.parse.parse_qs(parsed.query), dict(self.headers.items()), body)
+        record = RecordedRequest(method, path, urllib.parse.parse_qs(parsed.query),
+                                 dict(self.headers.items()), body)
         with fake._lock:
             (fake.storage_requests if self.storage else fake.requests).append(record)
         fake._wait_at_hold(method, path)
@@ -624,7 +628,8 @@ class _Handler(BaseHTTPRequestHandler):
 def _serve(address, handler, name):
     server = ThreadingHTTPServer(address, handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, name=name, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, name=name,
+                              daemon=True)
     thread.start()
     return server, thread
 
@@ -636,7 +641,8 @@ def _check_body(payload):
     if len(body) > MAX_COMMENT_CHARS:
         reply = _error(422, "Validation Failed")
         reply.payload["errors"] = [{"resource": "IssueComment", "code": "custom", "field": "body",
-                                    "message": f"body is too long (maximum is {MAX_COMMENT_CHARS} characters)"}]
+                                    "message": (f"body is too long (maximum is {MAX_COMMENT_CHARS} "
+                                                "characters)")}]
         raise reply
     return body
 
@@ -932,7 +938,8 @@ def run_speedstats(argv, env, subprocess_=False, timeout=60):
     """
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
     full_env.update({k: str(v) for k, v in env.items()})
-    full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"  # the fake is never behind a proxy
+    # the fake is never behind a proxy
+    full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"
     if subprocess_:
         src = str(Path(__file__).resolve().parents[1] / "src")
         full_env["PYTHONPATH"] = src + os.pathsep + full_env.get("PYTHONPATH", "")

@@ -87,11 +87,13 @@ def action_env(workspace, gh_url=None, inputs=None, event=None):
     github = {"token": TOKEN, "job": "speed"}
     env = clean_environ()
     env.update({
-        "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO, "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO,
+        "GITHUB_EVENT_NAME": "pull_request",
         "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(workspace), "GITHUB_JOB": "speed",
         "GITHUB_RUN_ID": "4242", "GITHUB_SHA": HEAD,
         "GITHUB_OUTPUT": str(files / "set_output"), "GITHUB_STEP_SUMMARY": str(files / "step_summary"),
-        "RUNNER_TEMP": str(workspace.parent / "_temp"), "SPEEDSTATS_LOCK_DIR": str(workspace.parent / "locks"),
+        "RUNNER_TEMP": str(workspace.parent / "_temp"),
+        "SPEEDSTATS_LOCK_DIR": str(workspace.parent / "locks"),
     })
     if gh_url:
         env["GITHUB_API_URL"] = gh_url
@@ -174,9 +176,11 @@ def test_run_inputs_reach_speedstats_run(tmp_path):
 
 def test_build_inputs_reach_speedstats_run(tmp_path):
     printed = planned(tmp_path, command="run", oneflow="wheelhouse/oneflow-*.whl",
-                      pytorch="torch==2.3.1 torchvision==0.18.1", flowvision="flowvision==0.2.1", only="oneflow",
+                      pytorch="torch==2.3.1 torchvision==0.18.1", flowvision="flowvision==0.2.1",
+                      only="oneflow",
                       **{"baseline-oneflow": "base-wheel/", "pip-args": "--extra-index-url https://x/cu118"})
-    assert printed == ("speedstats run --device cuda --out speedstats-out --oneflow 'wheelhouse/oneflow-*.whl' "
+    assert printed == ("speedstats run --device cuda --out speedstats-out --oneflow "
+                       "'wheelhouse/oneflow-*.whl' "
                        "--baseline-oneflow base-wheel/ --pytorch 'torch==2.3.1 torchvision==0.18.1' "
                        "--flowvision flowvision==0.2.1 '--pip-args=--extra-index-url https://x/cu118' "
                        "--only oneflow\n")
@@ -220,8 +224,10 @@ def test_docs_preview_inputs(tmp_path):
 def test_author_reaches_the_commands_that_find_the_bots_comment(tmp_path):
     assert planned(tmp_path, command="comment", author="my-app[bot]", **{"body-file": "b.md"}) == \
         "speedstats comment --body-file b.md --mode update --author 'my-app[bot]'\n"
-    assert planned(tmp_path, pr="5", author="perf-bot") == ("speedstats run --device cuda --out speedstats-out\n"
-                                                           "speedstats comment --body-file speedstats-out/comment.md"
+    assert planned(tmp_path, pr="5",
+                   author="perf-bot") == ("speedstats run --device cuda --out speedstats-out\n"
+                                                           "speedstats comment --body-file "
+                                                           "speedstats-out/comment.md"
                                                            " --mode update --pr 5 --author perf-bot\n")
 
 
@@ -230,15 +236,18 @@ def test_automerge_guard_inputs(tmp_path):
         "speedstats automerge-guard --job speed --label automerge --status failure\n"
     printed = planned(tmp_path, command="automerge-guard", job="Build cu116", label="merge-me",
                       status="cancelled", pr="3")
-    assert printed == "speedstats automerge-guard --job 'Build cu116' --label merge-me --status cancelled --pr 3\n"
+    assert printed == ("speedstats automerge-guard --job 'Build cu116' --label merge-me --status cancelled "
+                       "--pr 3\n")
 
 
 def test_fetch_baseline_inputs(tmp_path):
     assert planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "build.yml"}) == (
-        "speedstats fetch-baseline --workflow build.yml --artifact wheelhouse --dest speedstats-out/baseline\n")
+        "speedstats fetch-baseline --workflow build.yml --artifact wheelhouse --dest "
+        "speedstats-out/baseline\n")
     printed = planned(tmp_path, command="fetch-baseline", out="o", **{
         "baseline-workflow": "1234", "baseline-artifact": "wheels cu118", "baseline-branch": "release/0.9"})
-    assert printed == ("speedstats fetch-baseline --workflow 1234 --artifact 'wheels cu118' --dest o/baseline "
+    assert printed == ("speedstats fetch-baseline --workflow 1234 --artifact 'wheels cu118' --dest "
+                       "o/baseline "
                        "--branch release/0.9\n")
 
 
@@ -266,7 +275,8 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({"command": "benchmark"}, ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
+    ({"command": "benchmark"},
+     ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
@@ -291,7 +301,8 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
              + planned(tmp_path, pr="3", **{"comment-mode": "new"})
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
              + planned(tmp_path, command="automerge-guard", pr="3", status="success")
-             + planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml", "baseline-branch": "m"}))
+             + planned(tmp_path, command="fetch-baseline",
+                       **{"baseline-workflow": "b.yml", "baseline-branch": "m"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)
@@ -316,7 +327,8 @@ def test_comment_lands_byte_for_byte_and_comment_url_is_set(tmp_path, gh):
     assert proc.returncode == 0, proc.stderr
     comments = gh.comments(REPO, PR)
     # The body as given, then the hidden marker by which the bot finds its comment again.
-    assert [c["body"] for c in comments] == [body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
+    assert [c["body"] for c in comments] == [body
+                                             + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     assert outputs_of(env) == {"comment-url": f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{comments[0]['id']}"}
     # The token input is what authenticated the request.
     posts = gh.requests_matching("POST", f"/repos/{REPO}/issues/{PR}/comments")
@@ -405,7 +417,8 @@ def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
     assert outputs["results"] == "speedstats-out/results.json"
     assert outputs["comment-file"] == "speedstats-out/comment.md"
     assert json.loads((workspace / outputs["results"]).read_text())["suite"] == "tiny"
-    assert outputs["comment-url"] == f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{gh.comments(REPO, PR)[0]['id']}"
+    assert outputs["comment-url"] == (f"{gh.url}/{REPO}/pull/{PR}#issuecomment-"
+                                      f"{gh.comments(REPO, PR)[0]['id']}")
 
 
 @pytest.mark.heavy
@@ -413,7 +426,8 @@ def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_p
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=0.001))
-    env = action_env(workspace, gh.url, {"suite": "speed.yml", "device": "cpu", "fail-on-regression": "false"})
+    env = action_env(workspace, gh.url, {"suite": "speed.yml", "device": "cpu",
+                                         "fail-on-regression": "false"})
     proc = run_entrypoint(env, workspace)
     assert proc.returncode == 0, proc.stderr
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
@@ -438,7 +452,8 @@ def test_fail_on_regression_false_forgives_only_a_failed_verdict(tmp_path, gh):
     # GitHub answering 500 to every try: unreachable (5), not forgiven either
     gh.fail("GET", f"/repos/{REPO}/issues/{PR}/comments", status=500, times=99)
     (workspace / "body.md").write_text("Speed stats", encoding="utf-8")
-    env = action_env(workspace, gh.url, {"command": "comment", "body-file": "body.md", "fail-on-regression": "false"})
+    env = action_env(workspace, gh.url, {"command": "comment", "body-file": "body.md",
+                                         "fail-on-regression": "false"})
     env["SPEEDSTATS_GITHUB_TIME_SCALE"] = "0"
     proc = run_entrypoint(env, workspace)
     assert proc.returncode == 5, proc.stderr
@@ -450,7 +465,8 @@ def test_fail_on_regression_false_forgives_only_a_failed_verdict(tmp_path, gh):
 
 def test_required_label_reaches_speedstats_run(tmp_path):
     printed = planned(tmp_path, command="run", **{"required-label": "need-pass-speed-test"})
-    assert printed == "speedstats run --device cuda --out speedstats-out --required-label need-pass-speed-test\n"
+    assert printed == ("speedstats run --device cuda --out speedstats-out --required-label "
+                       "need-pass-speed-test\n")
 
 
 def labelled_event(*labels):
@@ -465,7 +481,8 @@ def labelled_event(*labels):
     # ... and one removed since the event no longer does.
     (["bug"], ["need-pass-speed-test"], False),
 ])
-def test_required_label_decides_whether_a_failed_verdict_fails_the_step(tmp_path, gh, live_labels, event_labels,
+def test_required_label_decides_whether_a_failed_verdict_fails_the_step(tmp_path, gh, live_labels,
+                                                                        event_labels,
                                                                          step_fails):
     for name in live_labels:
         gh.add_label(REPO, PR, name)

@@ -155,7 +155,8 @@ def test_the_gpu_example_in_the_methodology_is_what_render_writes_for_a_real_pul
     fixture = ROOT / "tests" / "data" / "pr-cu12-release-body.md"
     rendered("parse", fixture, "--out", tmp_path / "r.json")
     body = rendered("render", tmp_path / "r.json")
-    assert body.startswith("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: NVIDIA GeForce RTX 3080 Ti")
+    assert body.startswith("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: NVIDIA GeForce "
+                           "RTX 3080 Ti")
     assert f"\n\n{body}\n\n" in section("The suite", read("docs/methodology.md"))
 
 
@@ -164,12 +165,14 @@ def test_the_methodology_names_the_modes_and_the_build_inputs_that_exist():
     modes = section("What a step measures: `old-bot` and `clean`", methodology)
     assert re.findall(r"^\| \| the old job \| `([\w-]+)` \| `([\w-]+)` \|$", modes, re.MULTILINE) == [MODES]
     contenders = section("The build under test", methodology)
-    rows = re.findall(r"^\| [^|]+ \| `([\w-]+)` / `(--[\w-]+)` / `builds\.(\w+)` \|", contenders, re.MULTILINE)
+    rows = re.findall(r"^\| [^|]+ \| `([\w-]+)` / `(--[\w-]+)` / `builds\.(\w+)` \|", contenders,
+                      re.MULTILINE)
     assert len(rows) == 4
     inputs = action()["inputs"]
     run_help = rendered("run", "--help")
     for action_input, flag, field in rows:
-        assert action_input in inputs and flag in run_help and field in BUILD_FIELDS, (action_input, flag, field)
+        assert action_input in inputs and flag in run_help and field in BUILD_FIELDS, (action_input, flag,
+                                                                                       field)
 
 
 def test_the_runner_doc_gives_the_daemon_settings_the_shm_check_asks_for():
@@ -222,7 +225,8 @@ def test_every_link_between_the_docs_points_at_a_file_and_heading_that_exist():
             assert document.resolve().is_file(), f"{name}: link to {target}: no such file"
             if anchor:
                 titles = [title for _, title, _ in headings(document.read_text(encoding="utf-8"))]
-                assert anchor in {github_anchor(t) for t in titles}, f"{name}: link to {target}: no such heading"
+                assert anchor in {github_anchor(t)
+                                  for t in titles}, f"{name}: link to {target}: no such heading"
 
 
 def test_the_readme_links_every_doc():

@@ -129,7 +129,8 @@ def test_failed_cases_are_recorded_and_the_others_still_measured(tiny_run):
         assert "timed out after 1s" in timed_out.frameworks[name].error
     impossible = case(results, "impossible-shape")
     assert "Expected more than 1 value per channel" in impossible.frameworks["pytorch"].error
-    assert "never-ready" in proc.stderr.splitlines()[-1] and "impossible-shape" in proc.stderr.splitlines()[-1]
+    assert ("never-ready" in proc.stderr.splitlines()[-1]
+            and "impossible-shape" in proc.stderr.splitlines()[-1])
     # cases after the failures ran normally
     assert case(results, "swin-dataloader-w1").failure is None
 
@@ -198,7 +199,8 @@ def test_an_interrupted_run_leaves_no_worker_behind_and_says_it_was_cancelled(tm
                      "  - {id: long, kind: resnet50, batch_size: 2, image_size: 32, times: 100000}\n")
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
-    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device",
+                             "cpu",
                              "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     for line in proc.stderr:
@@ -228,7 +230,8 @@ def test_a_crashed_worker_is_recorded_and_the_run_goes_on(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
     env.pop("GITHUB_OUTPUT", None)
-    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device",
+                             "cpu",
                              "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     seen = []

@@ -36,7 +36,8 @@ def make_wheel(folder, name, version, files):
     files = {
         **files,
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: "
+                               "py3-none-any\n"),
     }
     record = []
     for path, text in files.items():
@@ -104,7 +105,8 @@ def test_a_folder_and_a_glob_of_wheels(tmp_path, monkeypatch):
     assert globbed.sources == [BuildSource("wheel", str(house / f"oneflow-0.9.0-{WHEEL_TAIL}"))]
     # A bare word names a folder only when the folder holds wheels.
     (tmp_path / "oneflow").mkdir()
-    assert parse_build_spec("oneflow", "oneflow", "oneflow").sources == [BuildSource("requirement", "oneflow")]
+    assert parse_build_spec("oneflow", "oneflow", "oneflow").sources == [BuildSource("requirement",
+                                                                                     "oneflow")]
     assert parse_build_spec("oneflow", "oneflow", "wheelhouse").sources == in_folder.sources
 
 
@@ -199,7 +201,8 @@ def test_a_build_that_does_not_import_fails_and_leaves_nothing(tmp_path):
 def test_a_build_installs_once_and_is_reused(tmp_path):
     oneflow_wheel = stand_in_oneflow(tmp_path / "w")
     flowvision_wheel = stand_in_flowvision(tmp_path / "w")
-    request = parse_build_spec("oneflow", "oneflow", str(oneflow_wheel), companion_specs=[str(flowvision_wheel)])
+    request = parse_build_spec("oneflow", "oneflow", str(oneflow_wheel),
+                               companion_specs=[str(flowvision_wheel)])
     first_lines = []
     build = prepare_build(request, tmp_path / "cache", progress=first_lines.append)
     assert any("installing with pip" in line for line in first_lines)
@@ -231,7 +234,8 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
 
     # Other pip arguments are another build.
     other = prepare_build(parse_build_spec("oneflow", "oneflow", str(oneflow_wheel), [str(flowvision_wheel)],
-                                           pip_args="--no-compile"), tmp_path / "cache", progress=lambda _: None)
+                                           pip_args="--no-compile"), tmp_path / "cache",
+                          progress=lambda _: None)
     assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
 
 
@@ -247,7 +251,8 @@ def test_a_wheelhouse_with_one_wheel_per_python_installs_the_one_that_fits(tmp_p
     stand_in_flowvision(house)
     build = prepare_build(parse_build_spec("oneflow", "oneflow", str(house)), tmp_path / "cache",
                           progress=lambda _: None)
-    assert build.provenance["packages"]["oneflow"]["wheel"] == f"oneflow-0.0.1+fake-{ours}-{ours}-linux_x86_64.whl"
+    assert (build.provenance["packages"]["oneflow"]["wheel"]
+            == f"oneflow-0.0.1+fake-{ours}-{ours}-linux_x86_64.whl")
     assert build.provenance["packages"]["flowvision"]["wheel"] == "flowvision-0.0.1+fake-py3-none-any.whl"
 
     (house / "oneflow-0.0.1+fake-py3-none-any.whl").write_bytes(stand_in.read_bytes())
@@ -260,11 +265,13 @@ def test_wheel_tags_that_fit_a_python():
     from speedstats.bench.builds import _wheel_fits
 
     fits = {name: _wheel_fits(name, "3.10.12") for name in (
-        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "oneflow-0.9.0-cp39-cp39-manylinux2014_x86_64.whl",
+        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl",
+        "oneflow-0.9.0-cp39-cp39-manylinux2014_x86_64.whl",
         "x-1-py3-none-any.whl", "x-1-cp38-abi3-linux_x86_64.whl", "x-1-cp311-abi3-linux_x86_64.whl",
         "x-1-py2-none-any.whl", "x-1-cp310-cp310m-linux_x86_64.whl")}
     assert [name for name, fit in fits.items() if fit] == [
-        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl", "x-1-cp38-abi3-linux_x86_64.whl"]
+        "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl",
+        "x-1-cp38-abi3-linux_x86_64.whl"]
 
 
 PREPARE = """
@@ -281,7 +288,8 @@ def test_two_runs_preparing_the_same_build_install_it_once(tmp_path):
     flowvision_wheel = stand_in_flowvision(tmp_path / "w")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     runs = [subprocess.Popen([sys.executable, "-c", PREPARE, role, str(oneflow_wheel), str(flowvision_wheel),
-                              str(tmp_path / "cache")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              str(tmp_path / "cache")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
                              text=True) for role in ("oneflow", "oneflow_base")]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
@@ -349,7 +357,8 @@ def test_the_repacked_oneflow_wheel_is_installed_once_and_its_workers_import_it(
         # The Python code, the extension module and the native library all come from the build.
         assert imported["files"][0] == str(site / "oneflow" / "__init__.py")
         assert imported["files"][1].startswith(str(site / "oneflow") + os.sep)
-        assert imported["libraries"] and all(lib.startswith(str(site) + os.sep) for lib in imported["libraries"])
+        assert imported["libraries"] and all(lib.startswith(str(site) + os.sep)
+                                             for lib in imported["libraries"])
     finally:
         shutil.rmtree(cache, ignore_errors=True)  # 2.5 GB; pytest keeps its last temporary folders
 

@@ -91,7 +91,8 @@ def manifest(**changes):
     ({"bundle.json": manifest(), "results.json": RESULTS}, "names comment.md, which is missing"),
     ({"bundle.json": manifest(), "comment.md": BODY}, "artifact: no results.json"),
     ({"bundle.json": manifest(), "results.json": "{}", "comment.md": BODY}, "missing field 'cases'"),
-    ({"bundle.json": manifest(), "results.json": RESULTS, "comment.md": b"\xff\xfe"}, "comment.md is not UTF-8"),
+    ({"bundle.json": manifest(), "results.json": RESULTS, "comment.md": b"\xff\xfe"},
+     "comment.md is not UTF-8"),
     ({"bundle.json": manifest(), "results.json": RESULTS, "comment.md": " \n"}, "comment.md is empty"),
 ])
 def test_a_downloaded_bundle_is_read_strictly(files, message):

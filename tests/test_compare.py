@@ -1,4 +1,5 @@
-"""`speedstats compare`: verdicts per case and framework, the markdown table byte for byte, JSON, exit codes."""
+"""`speedstats compare`: verdicts per case and framework, the markdown table byte for byte, JSON,
+exit codes."""
 
 import json
 import statistics
@@ -149,7 +150,8 @@ def test_a_failure_text_stays_inside_its_table_cell():
     head.cases[0].error = "worker exited | see log\nTraceback ..."
     table = render_baseline_table(compare_results(base, head))
     assert table.splitlines()[-1] == (
-        "| resnet50-bs16 PyTorch |  |  |  | not comparable: head failed: worker exited \\| see log Traceback ... |"
+        "| resnet50-bs16 PyTorch |  |  |  | not comparable: head failed: worker exited \\| see log Traceback "
+        "... |"
     )
 
 

@@ -41,7 +41,8 @@ def speedstats(tmp, *args, timeout=1200):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp / "locks"))
     env.pop("GITHUB_OUTPUT", None)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "speedstats", *args], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-m", "speedstats", *args], capture_output=True, text=True,
+                          env=env,
                           cwd=tmp, timeout=timeout, check=False)
     proc.elapsed = time.monotonic() - start
     return proc
@@ -104,7 +105,8 @@ def test_the_same_build_as_head_and_base_flags_nothing(tmp_path, cache, repacked
     assert "Builds: head OneFlow 0.9.0+a" in comment and "; base OneFlow 0.9.0+a" in comment
 
 
-def test_a_slower_build_is_a_confirmed_regression(tmp_path, cache, repacked_oneflow_wheel, slow_oneflow_wheel):
+def test_a_slower_build_is_a_confirmed_regression(tmp_path, cache, repacked_oneflow_wheel,
+                                                  slow_oneflow_wheel):
     proc, results = run(tmp_path, cache, RESNET_ONLY, "--oneflow", str(slow_oneflow_wheel),
                         "--baseline-oneflow", str(repacked_oneflow_wheel))
     assert proc.returncode == 1, proc.stderr

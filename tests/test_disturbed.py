@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from speedstats import results as results_model
 from speedstats import pipeline
+from speedstats import results as results_model
 from speedstats.errors import EXIT_DISTURBED, UserError
 from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite, suite_from_dict
@@ -107,10 +107,10 @@ def test_disturbance_survives_results_json():
 
 def test_an_unstable_figure_gets_a_note():
     from speedstats.render import render_speed_stats
-
     from speedstats.verdict import judge
 
-    measured, suite = results(disturbed=False, pytorch_rounds=(4600.0, 5134.0, 5900.0)), load_suite(profile="smoke")
+    measured, suite = results(disturbed=False, pytorch_rounds=(4600.0, 5134.0,
+                                                               5900.0)), load_suite(profile="smoke")
     body = render_speed_stats(measured, suite, judge(measured, suite))
     assert body == (
         f"{BLOCK}\n\n\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation "

@@ -156,7 +156,8 @@ def test_python_is_the_3_10_that_bootstrap_requires(instructions):
 
 def test_pip_steps_are_bootstraps_in_the_same_order(instructions):
     dockerfile = [normalized(step) for step in pip_steps_of_dockerfile(instructions)]
-    bootstrap = [normalized(step) for step in pip_steps_of_bootstrap((ROOT / "scripts/bootstrap.sh").read_text())]
+    bootstrap = [normalized(step)
+                 for step in pip_steps_of_bootstrap((ROOT / "scripts/bootstrap.sh").read_text())]
     assert len(bootstrap) >= 4
     assert dockerfile == bootstrap
 
@@ -200,7 +201,8 @@ def test_files_are_copied_before_pip_reads_them(instructions):
                     continue
                 _, constraints, requirements, specs = normalized(words[2:])
                 for path in constraints + requirements + [s[3:] for s in specs if s.startswith("-e ")]:
-                    assert any(path == c or path.startswith(c.rstrip("/") + "/") or c == "." for c in copied), \
+                    assert any(path == c or path.startswith(c.rstrip("/") + "/") or c == "."
+                               for c in copied), \
                         f"{path} is used before it is copied"
 
 

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OWN_ENV_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_")
 RESULTS = {
     "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
-    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5, "input_shape": [2, 3, 64, 64],
+    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
+               "input_shape": [2, 3, 64, 64],
                "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
                               "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
 }
@@ -36,7 +37,8 @@ def results_file(tmp_path):
 
 def speedstats(*argv, **kwargs):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "speedstats", *map(str, argv)], stderr=subprocess.PIPE, text=True,
+    return subprocess.run([sys.executable, "-m", "speedstats", *map(str, argv)], stderr=subprocess.PIPE,
+                          text=True,
                           env=env, timeout=120, check=False, **kwargs)
 
 
@@ -99,10 +101,12 @@ def test_a_full_disk_leaves_the_old_file_and_no_temporary_file(results_file, tmp
               "resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100)); from speedstats.cli import main; "
               "sys.exit(main(sys.argv[1:]))")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.run([sys.executable, "-c", script, "render", str(results_file), "--out", str(out / "comment.md")],
+    proc = subprocess.run([sys.executable, "-c", script, "render", str(results_file), "--out",
+                           str(out / "comment.md")],
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     assert proc.returncode == 2
-    assert proc.stderr == f"speedstats: error: {out / 'comment.md'}: cannot write the output file: File too large\n"
+    assert proc.stderr == (f"speedstats: error: {out / 'comment.md'}: cannot write the output file: File too "
+                           "large\n")
     assert [p.name for p in out.iterdir()] == ["comment.md"] and (out / "comment.md").read_text() == "old"
 
 
@@ -268,7 +272,8 @@ def test_an_internal_error_is_one_line_naming_the_command_and_operation(results_
     assert cli.main(["render", str(results_file)]) == 6
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
-    prefix = "speedstats: error: internal error in 'speedstats render' during render_command (speedstats/render_cli.py:"
+    prefix = ("speedstats: error: internal error in 'speedstats render' during render_command "
+              "(speedstats/render_cli.py:")
     assert err.startswith(prefix) and "KeyError: 'no such key'; traceback in " in err
     log = Path(err.split("traceback in ")[1].split(" (or run")[0])
     try:

@@ -41,7 +41,8 @@ def fetch(gh, tmp_path, *extra, event=None):
 
 
 def add_build(gh, run_id, branch="master", conclusion="success", event="push", artifacts=None):
-    gh.add_workflow_run(REPO, run_id, f"{run_id:03d}" + "c" * 37, conclusion=conclusion, event=event, workflow="build.yml",
+    gh.add_workflow_run(REPO, run_id, f"{run_id:03d}" + "c" * 37, conclusion=conclusion, event=event,
+                        workflow="build.yml",
                         branch=branch, name="Build")
     for name, data in (artifacts or {}).items():
         gh.add_artifact(REPO, run_id, name, data)
@@ -69,8 +70,10 @@ def test_the_newest_successful_base_build_is_downloaded_from_storage_without_the
     assert read_outputs(tmp_path / "outputs") == {"baseline-path": str(wheel)}
     assert sorted(p.name for p in (tmp_path / "baseline").iterdir()) == [WHEEL]
     assert wheel.read_bytes() == WHEEL_BYTES
-    assert "baseline from run 101 (commit 101ccccccccc) of workflow 'build.yml' on branch 'master'" in result.err
-    (runs_query,) = [r.query for r in gh.requests_matching("GET", f"/repos/{REPO}/actions/workflows/build.yml/runs")]
+    assert ("baseline from run 101 (commit 101ccccccccc) of workflow 'build.yml' on branch 'master'"
+            in result.err)
+    (runs_query,) = [r.query for r in gh.requests_matching("GET",
+                                                           f"/repos/{REPO}/actions/workflows/build.yml/runs")]
     assert runs_query["branch"] == ["master"] and runs_query["status"] == ["success"]
     assert runs_query["event"] == ["push"]
     assert len(gh.requests_matching("GET", f"/repos/{REPO}/actions/runs/101/artifacts")) == 2  # two pages
@@ -81,7 +84,8 @@ def test_the_newest_successful_base_build_is_downloaded_from_storage_without_the
 
 def test_several_wheels_give_their_folder_and_the_workflow_may_be_named_by_id(gh, tmp_path):
     add_build(gh, 200, branch="release", artifacts={
-        "wheels": wheelhouse({"a/oneflow-0.9.1-cp310-none-any.whl": b"1", "b/flowvision-0.2.2-py3-none-any.whl": b"2"})})
+        "wheels": wheelhouse({"a/oneflow-0.9.1-cp310-none-any.whl": b"1",
+                              "b/flowvision-0.2.2-py3-none-any.whl": b"2"})})
     workflow_id = gh.workflow_id("build.yml")
     result = fetch(gh, tmp_path, "--workflow", workflow_id, "--artifact", "wheels", "--branch", "release")
     assert result.rc == 0, result.err
@@ -94,7 +98,8 @@ def test_no_successful_run_is_a_one_line_error(gh, tmp_path):
     add_build(gh, 300, conclusion="failure", artifacts={"wheelhouse": wheelhouse({WHEEL: b"x"})})
     result = fetch(gh, tmp_path, "--workflow", "build.yml")
     assert (result.rc, result.out) == (2, "")
-    assert result.err == ("speedstats: error: --workflow: no successful run of workflow 'build.yml' on branch "
+    assert result.err == ("speedstats: error: --workflow: no successful run of workflow 'build.yml' on "
+                          "branch "
                           f"'master' of {REPO} (push events)\n")
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "baseline").exists()
     assert gh.storage_requests == []
@@ -112,7 +117,8 @@ def test_a_missing_or_expired_artifact_or_one_without_wheels_is_a_one_line_error
     gh.add_artifact(REPO, 400, "wheelhouse", wheelhouse({WHEEL: b"x"}), expired=True)
     expired = fetch(gh, tmp_path, "--workflow", "build.yml")
     assert expired.rc == 2
-    assert expired.err == ("speedstats: error: artifact 'wheelhouse' of run 400: expired; GitHub no longer has it "
+    assert expired.err == ("speedstats: error: artifact 'wheelhouse' of run 400: expired; GitHub no longer "
+                           "has it "
                            "(rerun the build on 'master')\n")
     assert not (tmp_path / "outputs").exists()
 

@@ -22,11 +22,13 @@ SHA = "d" * 40
 RUN = 5550
 RESULTS = json.dumps({
     "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
-    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5, "input_shape": [2, 3, 64, 64],
+    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
+               "input_shape": [2, 3, 64, 64],
                "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
                               "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
 })
-BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: Some CPU \n\n from the bundle\n ``` \n\n</details>"
+BODY = ("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: Some CPU \n\n from the bundle\n ``` "
+        "\n\n</details>")
 RENDERED = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke"),
                               judge(results_model.loads(RESULTS), load_suite(profile="smoke")))
 WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
@@ -66,17 +68,20 @@ def bodies(gh, number=7):
 
 def test_a_forks_bundle_is_posted_on_its_pull_request(gh, tmp_path):
     fork_setup(gh, tmp_path, conclusion="failure")
-    result = post(gh, tmp_path, "--docs-base-url", "https://staging.oneflow.info", "--automerge-job", "speed-stats")
+    result = post(gh, tmp_path, "--docs-base-url", "https://staging.oneflow.info", "--automerge-job",
+                  "speed-stats")
     assert result.rc == 0, result.err
     assert bodies(gh) == [
         RENDERED + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
-        "View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- speedstats:docs-preview -->",
+        ("View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- "
+         "speedstats:docs-preview -->"),
         ("CI failed when running job: speed-stats. PR label automerge has been removed"
         f"\n\n<!-- speedstats:automerge-removed job=speed-stats head={SHA} run={RUN} -->"),
     ]
     assert gh.labels(REPO, 7) == []
     assert result.out == f"{gh.url}/{REPO}/pull/7#issuecomment-{gh.comments(REPO, 7)[0]['id']}\n"
-    again = post(gh, tmp_path, "--docs-base-url", "https://staging.oneflow.info", "--automerge-job", "speed-stats")
+    again = post(gh, tmp_path, "--docs-base-url", "https://staging.oneflow.info", "--automerge-job",
+                 "speed-stats")
     assert again.rc == 0 and len(bodies(gh)) == 3  # a re-run of the poster changes nothing
 
 
@@ -122,7 +127,8 @@ def test_a_bundle_naming_another_pull_request_is_refused(gh, tmp_path):
     fork_setup(gh, tmp_path, pr=9)
     result = post(gh, tmp_path, "--automerge-job", "speed-stats")
     assert result.rc == 2
-    assert result.err == (f"speedstats: error: artifact 'speedstats-bundle' of run {RUN}: refusing to post: pull "
+    assert result.err == (f"speedstats: error: artifact 'speedstats-bundle' of run {RUN}: refusing to post: "
+                          "pull "
                           f"request #9 comes from o/r, run {RUN} from fork/r\n")
     assert bodies(gh, 9) == [] and bodies(gh, 7) == []
     assert gh.labels(REPO, 7) == ["automerge"]
@@ -166,7 +172,9 @@ def test_a_missing_artifact_is_a_clear_error(gh, tmp_path):
     gh.add_workflow_run(REPO, RUN, SHA, pull_requests=[7])
     gh.add_artifact(REPO, RUN, "speedstats-results", b"")
     result = post(gh, tmp_path)
-    assert (result.rc, result.err) == (2, (f"speedstats: error: --artifact-name: run {RUN} of o/r has no artifact "
+    assert (result.rc, result.err) == (2,
+                                       (f"speedstats: error: --artifact-name: run {RUN} of o/r has no "
+                                        "artifact "
                                           "named 'speedstats-bundle' (its artifacts: speedstats-results)\n"))
     assert bodies(gh) == []
 
@@ -211,7 +219,8 @@ def test_dry_run_checks_the_bundle_and_writes_nothing(gh, tmp_path):
     fork_setup(gh, tmp_path, conclusion="failure")
     result = post(gh, tmp_path, "--dry-run", "--automerge-job", "speed-stats")
     assert result.rc == 0, result.err
-    assert result.out.startswith(f"speedstats: dry run, nothing is sent\nPOST {gh.url}/repos/o/r/issues/7/comments\n\n"
+    assert result.out.startswith("speedstats: dry run, nothing is "
+                                 f"sent\nPOST {gh.url}/repos/o/r/issues/7/comments\n\n"
                                  + RENDERED)
     assert f"DELETE {gh.url}/repos/o/r/issues/7/labels/automerge" in result.out
     assert [r.method for r in gh.requests if r.method != "GET"] == []
@@ -237,7 +246,8 @@ def test_the_example_pair_fits_together_and_the_poster_never_runs_the_forks_code
     bench_steps = [s for job in bench["jobs"].values() for s in job["steps"]]
     upload = next(s for s in bench_steps if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
     run_step = next(s for s in bench_steps if s.get("with", {}).get("command") == "run")
-    assert upload["with"]["name"] == "speedstats-bundle" and upload["with"]["path"] == run_step["with"]["bundle"]
+    assert (upload["with"]["name"] == "speedstats-bundle"
+            and upload["with"]["path"] == run_step["with"]["bundle"])
     assert upload["if"] == "always()"
 
     poster_steps = [s for job in poster["jobs"].values() for s in job["steps"]]

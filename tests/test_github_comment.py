@@ -8,12 +8,14 @@ from speedstats.actions_io import read_outputs
 REPO = "o/r"
 TOKEN = "ghs_C0mmentT0kenNeverToBePrinted0000001"
 SHA1, SHA2, SHA3 = "1" * 40, "2" * 40, "3" * 40
-LEGACY_BODY = ("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: old \n\n OneFlow resnet50 time: 1.0ms"
+LEGACY_BODY = ("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: old \n\n OneFlow resnet50 "
+               "time: 1.0ms"
                "\n ``` \n\n</details>")
 
 
 def stats_body(text):
-    return f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: NVIDIA X \n\n {text}\n ``` \n\n</details>"
+    return (f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: NVIDIA X \n\n {text}\n ``` "
+            "\n\n</details>")
 
 
 @pytest.fixture
@@ -51,13 +53,15 @@ def test_update_mode_leaves_one_comment_after_three_pushes(gh, tmp_path):
     assert [c["body"] for c in comments if c["login"] == "reviewer"] == ["Looks good to me"]
     stats = speed_stats_comments(gh)
     assert len(stats) == 1
-    assert stats[0]["body"] == stats_body("run 103") + f"\n\n<!-- speedstats:speed-stats head={SHA3} run=103 -->"
+    assert stats[0]["body"] == stats_body("run 103") + (f"\n\n<!-- speedstats:speed-stats head={SHA3} "
+                                                        "run=103 -->")
 
 
 def test_new_mode_posts_one_comment_per_run(gh, tmp_path):
     for run_id in (101, 102, 103):
         body = write_body(tmp_path, stats_body(f"run {run_id}"))
-        result = run_speedstats(["comment", "--body-file", body, "--mode", "new"], pr_env(gh, tmp_path, SHA1, run_id))
+        result = run_speedstats(["comment", "--body-file", body, "--mode", "new"],
+                                pr_env(gh, tmp_path, SHA1, run_id))
         assert result.rc == 0, result.err
     bodies = [c["body"] for c in speed_stats_comments(gh)]
     assert [b.split("\n\n<!--")[0] for b in bodies] == [stats_body(f"run {r}") for r in (101, 102, 103)]
@@ -122,7 +126,8 @@ def test_a_marker_copied_into_another_users_comment_is_ignored_and_left_alone(gh
 def test_a_personal_token_recognises_its_own_login_from_get_user(gh, tmp_path):
     token = "ghp_PersonalT0kenOfThePerfBot000000000001"
     gh.add_token(token, login="perf-bot", user_type="User")
-    mine = gh.add_comment(REPO, 7, forged(1, "perf-bot's earlier figures"), login="perf-bot", user_type="User")
+    mine = gh.add_comment(REPO, 7, forged(1, "perf-bot's earlier figures"), login="perf-bot",
+                          user_type="User")
     theirs = gh.add_comment(REPO, 7, forged(99, "forged"), login="github-actions[bot]", user_type="Bot")
     body = write_body(tmp_path, stats_body("new figures"))
     env = pr_env(gh, tmp_path, SHA1, 2, GITHUB_TOKEN=token)
@@ -130,7 +135,8 @@ def test_a_personal_token_recognises_its_own_login_from_get_user(gh, tmp_path):
     assert result.rc == 0, result.err
     assert f"updated comment {mine}" in result.err
     by_id = {c["id"]: c["body"] for c in gh.comments(REPO, 7)}
-    assert by_id == {mine: stats_body("new figures") + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=2 -->",
+    assert by_id == {mine: stats_body("new figures")
+                     + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=2 -->",
                      theirs: forged(99, "forged")}
     assert gh.requests_matching("GET", "/user")
 
@@ -162,7 +168,8 @@ def test_a_comment_longer_than_githubs_limit_is_cut_with_a_note_not_rejected(gh,
     assert posted.endswith(f"\n\n<!-- speedstats:speed-stats head={SHA1} run=5 -->")
     assert "comment cut to fit GitHub's limit of 65536 characters" in posted
     head, _, tail = posted.partition("\n ``` \n\n</details>\n\n_(comment cut")
-    assert head.startswith(stats_body("")[:50]) and head.count("```") == 1 and tail  # fence and details closed
+    # fence and details closed
+    assert head.startswith(stats_body("")[:50]) and head.count("```") == 1 and tail
     assert head.endswith("input_shape=[16, 3, 224, 224])")  # cut at a line boundary
 
 
@@ -170,7 +177,8 @@ def test_comment_url_goes_to_github_output_or_stdout(gh, tmp_path):
     body = write_body(tmp_path, stats_body("x"))
     outputs = tmp_path / "github_output"
     outputs.write_text("")
-    result = run_speedstats(["comment", "--body-file", body], pr_env(gh, tmp_path, SHA1, 5, GITHUB_OUTPUT=outputs))
+    result = run_speedstats(["comment", "--body-file", body],
+                            pr_env(gh, tmp_path, SHA1, 5, GITHUB_OUTPUT=outputs))
     assert result.rc == 0 and result.out == ""
     (comment,) = gh.comments(REPO, 7)
     assert read_outputs(outputs) == {"comment-url": f"{gh.url}/{REPO}/pull/7#issuecomment-{comment['id']}"}
@@ -183,7 +191,9 @@ def test_an_event_without_a_pull_request_is_a_message_and_exit_0(gh, tmp_path, k
     body = write_body(tmp_path, stats_body("x"))
     env = actions_env(gh, TOKEN, REPO, tmp_path, event_name=kind, event=event_payload(kind, REPO))
     result = run_speedstats(["comment", "--body-file", body], env)
-    assert (result.rc, result.err) == (0, f"speedstats: a {kind} event has no pull request; nothing to comment on\n")
+    assert (result.rc, result.err) == (0,
+                                       (f"speedstats: a {kind} event has no pull request; nothing to comment "
+                                        "on\n"))
     assert gh.comments(REPO, 7) == []
 
 
@@ -212,18 +222,21 @@ def test_outside_actions_flags_name_the_pull_request(gh, tmp_path):
 
 
 def test_dry_run_prints_the_request_and_sends_nothing(gh, tmp_path):
-    old = gh.add_comment(REPO, 7, stats_body("old") + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=1 -->",
+    old = gh.add_comment(REPO, 7, stats_body("old")
+                         + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=1 -->",
                          login="github-actions[bot]", user_type="Bot")
     body = write_body(tmp_path, stats_body("new"))
     result = run_speedstats(["comment", "--body-file", body, "--dry-run"], pr_env(gh, tmp_path, SHA1, 2))
     assert result.rc == 0, result.err
-    assert result.out == (f"speedstats: dry run, nothing is sent\nPATCH {gh.url}/repos/{REPO}/issues/comments/{old}\n\n"
+    assert result.out == (("speedstats: dry run, nothing is "
+                           f"sent\nPATCH {gh.url}/repos/{REPO}/issues/comments/{old}\n\n")
                           + stats_body("new") + f"\n\n<!-- speedstats:speed-stats head={SHA1} run=2 -->\n")
     assert {r.method for r in gh.requests} == {"GET"}  # GET /user and the comments: nothing written
     sent = len(gh.requests)
     offline = run_speedstats(["comment", "--body-file", body, "--dry-run", "--repo", REPO, "--pr", 7], {})
     assert offline.rc == 0 and offline.out.startswith(
-        "speedstats: dry run, nothing is sent\nPOST https://api.github.com/repos/o/r/issues/7/comments (no token")
+        "speedstats: dry run, nothing is sent\nPOST https://api.github.com/repos/o/r/issues/7/comments (no "
+        "token")
     assert len(gh.requests) == sent
 
 
@@ -255,7 +268,9 @@ def test_docs_preview_leaves_the_old_bots_identical_link_alone(gh, tmp_path):
 def test_bad_input_is_one_line_and_exit_2(gh, tmp_path):
     env = pr_env(gh, tmp_path, SHA1, 3)
     missing = run_speedstats(["comment", "--body-file", tmp_path / "nope.md"], env)
-    assert (missing.rc, missing.err) == (2, f"speedstats: error: {tmp_path / 'nope.md'}: comment body not found\n")
+    assert (missing.rc, missing.err) == (2,
+                                         (f"speedstats: error: {tmp_path / 'nope.md'}: comment body not "
+                                          "found\n"))
     empty = run_speedstats(["comment", "--body-file", write_body(tmp_path, "  \n")], env)
     assert empty.rc == 2 and "the comment body is empty" in empty.err
     bad_url = run_speedstats(["docs-preview", "--base-url", "staging.oneflow.info"], env)

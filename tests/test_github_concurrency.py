@@ -13,7 +13,8 @@ from fakegithub import actions_env, event_payload, run_speedstats
 REPO = "o/r"
 TOKEN = "ghs_RaceT0kenNeverToBePrinted000000000005"
 OLD, NEW = "0a" * 20, "0b" * 20
-LEGACY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: old \n\n old figures\n ``` \n\n</details>"
+LEGACY = ("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: old \n\n old figures\n ``` "
+          "\n\n</details>")
 ROUNDS = 20
 # (what the server holds, whether the two runs are for different commits, an old bot's comment exists).
 # Both runs editing the old bot's comment at once is a blind last-write-wins race (GitHub has no
@@ -29,7 +30,8 @@ SCENARIOS = [
 
 
 def body(label):
-    return f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n {label}\n ``` \n\n</details>"
+    return (f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n {label}\n ``` "
+            "\n\n</details>")
 
 
 @pytest.fixture
@@ -72,7 +74,8 @@ def test_two_concurrent_comment_processes_leave_one_comment(gh, tmp_path, round_
     stats = [c for c in comments if "Speed stats:" in c["body"]]
     assert len(stats) == 1, [c["body"] for c in stats]
     newer = body("newer run") + f"\n\n<!-- speedstats:speed-stats head={NEW} run=202 -->"
-    older = body("older run") + f"\n\n<!-- speedstats:speed-stats head={OLD if two_commits else NEW} run=201 -->"
+    older = body("older run") + (f"\n\n<!-- speedstats:speed-stats head={OLD if two_commits else NEW} "
+                                 "run=201 -->")
     assert stats[0]["body"] in ((older, newer) if legacy else (newer,))
     urls = {r.out.strip() for r in results}
     assert urls == {f"{gh.url}/{REPO}/pull/{number}#issuecomment-{stats[0]['id']}"}

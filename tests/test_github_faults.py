@@ -72,7 +72,8 @@ def test_server_errors_that_do_not_stop_give_up_with_a_clear_error(gh, tmp_path,
     gh.fail("GET", CREATE, status=500, times=99)
     result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path))
     assert result.rc == 5  # GitHub unreachable after the retries
-    assert result.err.splitlines()[-1] == "speedstats: error: list comments of o/r#7: GitHub answered 500 Server Error"
+    assert result.err.splitlines()[-1] == ("speedstats: error: list comments of o/r#7: GitHub answered 500 "
+                                           "Server Error")
     assert len(gh.requests_matching("GET", CREATE)) == 5
 
 
@@ -80,7 +81,8 @@ def test_a_bad_token_is_a_clear_error(gh, tmp_path, body_file):
     result = run_speedstats(["comment", "--body-file", body_file], env_for(gh, tmp_path, token="ghs_wrong"))
     assert result.rc == 2
     assert result.err.splitlines()[-1] == (
-        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on find the token's login (GET /user)")
+        "speedstats: error: token: GitHub rejected it (401 Bad credentials) on find the token's login (GET "
+        "/user)")
 
 
 def test_a_missing_pull_request_is_a_clear_error(gh, tmp_path, body_file):
@@ -93,7 +95,9 @@ def test_no_token_is_a_clear_error(gh, tmp_path, body_file):
     env = env_for(gh, tmp_path)
     del env["GITHUB_TOKEN"]
     result = run_speedstats(["comment", "--body-file", body_file], env)
-    assert (result.rc, result.err) == (2, "speedstats: error: token: none given (set GITHUB_TOKEN, or pass --token)\n")
+    assert (result.rc, result.err) == (2,
+                                       ("speedstats: error: token: none given (set GITHUB_TOKEN, or pass "
+                                        "--token)\n"))
 
 
 def test_input_token_is_used_when_github_token_is_absent(gh, tmp_path, body_file):
@@ -109,8 +113,10 @@ def test_a_forks_read_only_token_warns_and_writes_the_job_summary(gh, tmp_path, 
     result = run_speedstats(["comment", "--body-file", body_file],
                             env_for(gh, tmp_path, token="ghs_forkReadOnly", GITHUB_STEP_SUMMARY=summary))
     assert result.rc == 0, result.err
-    assert result.out.startswith("::warning::speedstats: could not post the comment on o/r#7: the token cannot "
-                                 "write there (a pull request from a fork gets a read-only token); it is in the "
+    assert result.out.startswith("::warning::speedstats: could not post the comment on o/r#7: the token "
+                                 "cannot "
+                                 "write there (a pull request from a fork gets a read-only token); it is in "
+                                 "the "
                                  "job summary instead.")
     assert summary.read_text(encoding="utf-8") == BODY + "\n"
     assert gh.comments(REPO, 7) == []
@@ -118,7 +124,8 @@ def test_a_forks_read_only_token_warns_and_writes_the_job_summary(gh, tmp_path, 
 
 def test_a_forks_read_only_token_on_the_guard_leaves_the_label(gh, tmp_path):
     gh.add_token("ghs_forkReadOnly", write=False)
-    result = run_speedstats(["automerge-guard", "--job", "cuda-module"], env_for(gh, tmp_path, token="ghs_forkReadOnly"))
+    result = run_speedstats(["automerge-guard", "--job", "cuda-module"],
+                            env_for(gh, tmp_path, token="ghs_forkReadOnly"))
     assert result.rc == 0
     assert result.out.startswith("::warning::speedstats: could not remove the 'automerge' label on o/r#7")
     assert "CI failed when running job: cuda-module. PR label automerge has been removed" in result.out

@@ -37,7 +37,8 @@ def test_a_failed_job_removes_the_label_once_and_comments_once(gh, tmp_path):
 
 @pytest.mark.parametrize("status", ["cancelled", "success"])
 def test_a_cancelled_or_successful_job_does_nothing(gh, tmp_path, status):
-    result = run_speedstats(["automerge-guard", "--job", "cuda-module", "--status", status], env_for(gh, tmp_path))
+    result = run_speedstats(["automerge-guard", "--job", "cuda-module", "--status", status],
+                            env_for(gh, tmp_path))
     assert result.rc == 0
     assert f"status is {status}" in result.err
     assert gh.labels(REPO, 7) == ["bug", "automerge"]
@@ -58,8 +59,10 @@ def test_a_custom_label_and_a_job_name_with_spaces(gh, tmp_path):
     assert run_speedstats(argv, env_for(gh, tmp_path)).rc == 0
     assert gh.labels(REPO, 7) == ["bug", "automerge"]
     (comment,) = gh.comments(REPO, 7)
-    assert comment["body"] == ("CI failed when running job: Build cu116. PR label merge-when-green has been removed"
-                               f"\n\n<!-- speedstats:automerge-removed job=Build%20cu116 head={SHA} run=42 -->")
+    assert comment["body"] == ("CI failed when running job: Build cu116. PR label merge-when-green has been "
+                               "removed"
+                               f"\n\n<!-- speedstats:automerge-removed job=Build%20cu116 head={SHA} run=42 "
+                               "-->")
 
 
 def test_a_500_after_the_label_was_removed_still_comments_once(gh, tmp_path):
@@ -76,7 +79,8 @@ def test_two_guards_of_one_run_racing_comment_once(gh, tmp_path):
     env = env_for(gh, tmp_path)
     results = []
     threads = [threading.Thread(target=lambda: results.append(
-        run_speedstats(["automerge-guard", "--job", "cuda-module"], env, subprocess_=True))) for _ in range(2)]
+        run_speedstats(["automerge-guard", "--job", "cuda-module"], env, subprocess_=True)))
+               for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:

@@ -22,7 +22,8 @@ def results(oneflow_s=0.040):
 def test_append_creates_the_file_and_adds_one_line_per_run(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_SHA", raising=False)
     path = tmp_path / "sub" / "history.jsonl"
-    first = append_history(path, results(0.040), commit="0123456789abcdef", recorded_at="2024-01-02T03:04:05Z")
+    first = append_history(path, results(0.040), commit="0123456789abcdef",
+                           recorded_at="2024-01-02T03:04:05Z")
     append_history(path, results(0.046))
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     assert lines[0] == first and all(line.endswith("\n") for line in lines) and len(lines) == 2
@@ -35,7 +36,8 @@ def test_append_creates_the_file_and_adds_one_line_per_run(tmp_path, monkeypatch
 
     entries, problems = read_history(path)
     assert problems == []
-    assert [(e.line, e.commit, e.label) for e in entries] == [(1, "0123456789abcdef", "0123456"), (2, None, "#2")]
+    assert [(e.line, e.commit, e.label) for e in entries] == [(1, "0123456789abcdef", "0123456"),
+                                                              (2, None, "#2")]
     assert entries[1].results.cases[0].frameworks["oneflow"].per_iter_s == 0.046
     assert entries[0].results.cases[0].frameworks["oneflow"].peak_memory_bytes == 2 << 30
 

@@ -34,7 +34,8 @@ pytestmark = pytest.mark.venv
 
 def _run(argv, **kwargs):
     proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False, **kwargs)
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, (f"{' '.join(map(str, argv))} failed "
+                                  f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
@@ -89,7 +90,8 @@ def test_the_venv_has_the_light_dependencies_only(venv):
     python = script.parent / "python"
     probe = ("import importlib.util, speedstats, speedstats.resources as r; "
              "print(speedstats.__file__); print(r.templates_dir()); print(r.suites_dir()); "
-             "print([m for m in ('torch', 'oneflow', 'matplotlib', 'flowvision') if importlib.util.find_spec(m)])")
+             "print([m for m in ('torch', 'oneflow', 'matplotlib', 'flowvision') if "
+             "importlib.util.find_spec(m)])")
     proc = _run([python, "-c", probe], cwd=work, env=_clean_env())
     module, templates, suites, heavy = proc.stdout.splitlines()
     assert str(ROOT) not in module and "site-packages" in module
@@ -134,7 +136,8 @@ def test_trend_says_matplotlib_is_missing(venv, tmp_path):
     append_history(history, loads((DATA / "smoke-results.json").read_text(encoding="utf-8")), commit="1" * 40)
     result = installed(venv, "trend", history, "--out", tmp_path / "trend")
     assert result.returncode == 2
-    assert result.stderr.startswith("speedstats: error: matplotlib: not installed; 'speedstats trend' needs it")
+    assert result.stderr.startswith("speedstats: error: matplotlib: not installed; 'speedstats trend' needs "
+                                    "it")
     assert result.stderr.count("\n") == 1 and result.stdout == ""
     assert not list(tmp_path.glob("trend/*.png"))
 
@@ -164,7 +167,8 @@ def test_comment_docs_preview_and_automerge_guard(venv, gh, tmp_path):
 
     assert [c["body"] for c in gh.comments(REPO, 7)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
-        "View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- speedstats:docs-preview -->",
+        ("View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- "
+         "speedstats:docs-preview -->"),
         ("CI failed when running job: speed-stats. PR label automerge has been removed"
          f"\n\n<!-- speedstats:automerge-removed job=speed-stats head={SHA} run={RUN} -->"),
     ]
@@ -197,7 +201,8 @@ def test_post_from_artifact_rerenders_and_removes_the_label_of_a_failed_run(venv
     bodies = [c["body"] for c in gh.comments(REPO, 7)]
     assert bodies == [
         rendered + f"\n\n<!-- speedstats:speed-stats head={SHA} run={RUN} -->",
-        "View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- speedstats:docs-preview -->",
+        ("View latest API docs preview at: https://staging.oneflow.info/docs/o/r/pr/7/\n\n<!-- "
+         "speedstats:docs-preview -->"),
         ("CI failed when running job: speed-stats. PR label automerge has been removed"
          f"\n\n<!-- speedstats:automerge-removed job=speed-stats head={SHA} run={RUN} -->"),
     ]
@@ -220,7 +225,8 @@ def test_fetch_baseline(venv, gh, tmp_path):
              "pull_request": {"number": 7, "head": {"sha": SHA}, "base": {"ref": "main"}}}
     env = actions_env(gh, TOKEN, REPO, tmp_path, event=event, GITHUB_OUTPUT=tmp_path / "outputs")
 
-    result = installed(venv, "fetch-baseline", "--workflow", "build.yml", "--dest", tmp_path / "base", env=env)
+    result = installed(venv, "fetch-baseline", "--workflow", "build.yml", "--dest", tmp_path / "base",
+                       env=env)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{tmp_path / 'base' / wheel}\n"

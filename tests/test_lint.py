@@ -29,8 +29,6 @@ def test_the_configured_line_length_is_enforced():
     assert over.stdout.startswith("src/speedstats/example.py:1:111: E501 Line too long (111 > 110)")
 
 
-@pytest.mark.xfail(strict=True, reason="lines over 110 characters remain until the one reformatting "
-                                       "pass after issue 17's branches land; remove this mark then")
 def test_ruff_check_passes():
     proc = ruff()
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "All checks passed!\n", "")

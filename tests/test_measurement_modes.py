@@ -19,7 +19,8 @@ FRAMEWORK_MODULES = {"pytorch": "torch", "oneflow": "oneflow"}
 
 
 def run_script(framework, script, *args):
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+                          capture_output=True,
                           text=True, env=subprocess_env(framework), timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

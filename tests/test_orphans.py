@@ -19,7 +19,8 @@ pytestmark = pytest.mark.heavy
 
 ROOT = Path(__file__).resolve().parents[1]
 # times: 100000 never ends: a case stops only by its timeout or by the run being stopped.
-DDP_CASE = "{{id: {id}, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: 100000{extra}}}"
+DDP_CASE = ("{{id: {id}, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: "
+            "100000{extra}}}")
 PID_FILES = ("pid-launcher", "pid-0", "pid-1")
 
 
@@ -39,7 +40,8 @@ def start_run(tmp_path, cases, runs):
     suite.write_text("name: orphans\nwarmup: 0\ncases:\n" + "".join(f"  - {c}\n" for c in cases))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
     env.pop("GITHUB_OUTPUT", None)
-    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
+    proc = subprocess.Popen([sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device",
+                             "cpu",
                              "--out", str(tmp_path / "out"), "--quiet"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     watchdog = threading.Timer(600, proc.kill)  # a hung run fails the test instead of hanging it
@@ -98,7 +100,8 @@ def test_a_timed_out_ddp_case_and_a_terminated_run_leave_nothing_running(tmp_pat
     results = results_model.load(out / "results.json")
     assert results.cancelled is True and [c.id for c in results.cases] == ["ddp-timeout"]
     comment = (out / "comment.md").read_text(encoding="utf-8")
-    assert "\n❌ speed job cancelled before it finished: only the cases above were measured\n ``` \n" in comment
+    assert ("\n❌ speed job cancelled before it finished: only the cases above were measured\n ``` \n"
+            in comment)
     assert "speedstats: cancelled after 1 of 2 cases" in rest
 
 

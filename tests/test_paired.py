@@ -225,7 +225,8 @@ def test_every_contender_takes_every_place_in_turn():
 def test_only_missed_thresholds_are_measured_again_in_fresh_processes():
     from speedstats.results import CaseResult, FrameworkResult
 
-    record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10, input_shape=[2, 3, 64, 64])
+    record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10,
+                        input_shape=[2, 3, 64, 64])
     record.frameworks = {name: FrameworkResult(total_s=1.0, per_iter_s=0.1, times=10)
                          for name in ("oneflow", "oneflow_base", "pytorch")}
     record.paired = paired.judge_paired([1.49, 1.60, 1.27, 1.55, 1.41], [1.0] * 5)

@@ -50,7 +50,8 @@ def test_parsed_results_carry_the_printed_figures_exactly(default_suite):
     assert (swin.kind, swin.batch_size, swin.num_workers, swin.times) == ("swin_dataloader", 32, 1, 200)
     assert swin.frameworks["oneflow"] == FrameworkResult(total_s=40.02, per_iter_s=0.2, times=200)
     ddp = results.cases[-1]
-    assert (ddp.id, ddp.ddp, ddp.world_size, ddp.batch_size, ddp.times) == ("resnet50-ddp-bs1", True, 2, 1, 200)
+    assert (ddp.id, ddp.ddp, ddp.world_size, ddp.batch_size, ddp.times) == ("resnet50-ddp-bs1", True, 2, 1,
+                                                                            200)
     assert ddp.frameworks["pytorch"] == FrameworkResult(total_s=6.9388, per_iter_s=0.0347, times=200)
 
 
@@ -107,7 +108,8 @@ def test_a_raw_log_without_a_gpu_line_takes_the_given_gpu_name():
     raw = "\n".join(line for line in read("pr-revert-raw.log").split("\n") if "GPU Name" not in line)
     assert parse_speed_stats(raw).gpu_name == "unknown"
     assert parse_speed_stats(raw, gpu_name="Tesla T4").gpu_name == "Tesla T4"
-    assert parse_speed_stats(raw, gpu_name="Tesla T4").cases == parse_speed_stats(read("pr-revert-raw.log")).cases
+    assert parse_speed_stats(raw,
+                             gpu_name="Tesla T4").cases == parse_speed_stats(read("pr-revert-raw.log")).cases
 
 
 def test_several_blocks_need_a_choice():
@@ -151,9 +153,11 @@ def test_a_truncated_stats_line_is_an_error_naming_its_line(line_start, keep):
 
 def test_a_case_cut_off_at_the_end_is_an_error_naming_its_first_line():
     lines = read("pr-cu12-release-thread.txt").split("\n")
-    with pytest.raises(UserError, match=f"^t: line {len(lines) - 2}: the case is cut off: no PyTorch line follows$"):
+    with pytest.raises(UserError,
+                       match=f"^t: line {len(lines) - 2}: the case is cut off: no PyTorch line follows$"):
         parse_speed_stats("\n".join(lines[:-2]), where="t")
-    with pytest.raises(UserError, match=f"^t: line {len(lines) - 2}: the case is cut off: no Relative speed line"):
+    with pytest.raises(UserError,
+                       match=f"^t: line {len(lines) - 2}: the case is cut off: no Relative speed line"):
         parse_speed_stats("\n".join(lines[:-1]), where="t")
 
 
@@ -162,7 +166,8 @@ def test_a_case_interrupted_by_another_is_an_error():
         "PyTorch resnet50 time: 37.9ms (= 3785.4ms / 100, input_shape=[8, 3, 224, 224])\n", ""
     )
     number = text.split("\n").index("✔️ Relative speed: 1.45 (= 37.9ms / 26.2ms)") + 1
-    with pytest.raises(UserError, match=f"^t: line {number}: a Relative speed line must follow a PyTorch line"):
+    with pytest.raises(UserError,
+                       match=f"^t: line {number}: a Relative speed line must follow a PyTorch line"):
         parse_speed_stats(text, where="t")
 
 
@@ -178,7 +183,8 @@ def test_mismatched_framework_lines_are_an_error():
         "PyTorch resnet50 time: 57.7ms (= 5771.2ms / 100, input_shape=[16, 3, 224, 224])",
         "PyTorch resnet50 time: 57.7ms (= 5771.2ms / 100, input_shape=[8, 3, 224, 224])",
     )
-    with pytest.raises(UserError, match="line 18: the PyTorch line does not match the OneFlow line at line 17"):
+    with pytest.raises(UserError,
+                       match="line 18: the PyTorch line does not match the OneFlow line at line 17"):
         parse_speed_stats(text)
 
 

@@ -98,7 +98,7 @@ def test_the_children_of_a_wrapped_launcher_keep_the_device_locked(tmp_path):
         import os, subprocess, sys
         rank = subprocess.Popen([sys.executable, "-c", "import os, time; open({str(tmp_path / 'pid-0')!r}, 'w').write(str(os.getpid())); time.sleep(600)"])
         rank.wait()
-    """))
+    """))  # noqa: E501
     locks = tmp_path / "locks"
     with device_lock("cpu", timeout_s=0, lock_dir=locks, stream=sys.stderr):
         fds = held_lock_fds()

@@ -159,7 +159,8 @@ def test_millisecond_threshold_compares_numbers_and_scores_two(default_suite):
 def test_millisecond_thresholds_are_keyed_by_gpu_name(tmp_path):
     suite_file = tmp_path / "suite.yml"
     suite_file.write_text(
-        "extends: default\ncases:\n  - id: resnet50-bs16\n    max_oneflow_ms:\n      NVIDIA GeForce RTX 3080 Ti: 40.0\n"
+        "extends: default\ncases:\n  - id: resnet50-bs16\n    max_oneflow_ms:\n      NVIDIA GeForce RTX 3080 "
+        "Ti: 40.0\n"
     )
     suite = load_suite(suite_file)
     case = resnet_case("resnet50-bs16", 43.4, 57.2)
@@ -219,14 +220,16 @@ def test_cases_the_suite_does_not_know_get_no_marks(default_suite):
 
 def test_dataloader_cases_take_no_thresholds(tmp_path):
     suite_file = tmp_path / "suite.yml"
-    suite_file.write_text("extends: default\ncases:\n  - id: swin-dataloader-w1\n    min_relative_speed: 1.0\n")
+    suite_file.write_text("extends: default\ncases:\n  - id: swin-dataloader-w1\n    min_relative_speed: "
+                          "1.0\n")
     results = thread_results("pr-cu12-release")
     with pytest.raises(UserError, match="'swin-dataloader-w1': swin_dataloader cases take no thresholds"):
         judged(results, load_suite(suite_file))
 
 
 def test_docs_preview_comment():
-    assert render_docs_preview("https://oneflow-staging.oss-cn-beijing.aliyuncs.com/", "Oneflow-Inc", "oneflow",
+    assert render_docs_preview("https://oneflow-staging.oss-cn-beijing.aliyuncs.com/", "Oneflow-Inc",
+                               "oneflow",
                                10348) == (
         "View latest API docs preview at: "
         "https://oneflow-staging.oss-cn-beijing.aliyuncs.com/docs/Oneflow-Inc/oneflow/pr/10348/"
@@ -246,12 +249,14 @@ def test_automerge_removed_comment():
 
 
 def test_a_user_template_folder_replaces_only_the_templates_it_holds(tmp_path, default_suite):
-    (tmp_path / "docs_preview.md.j2").write_text("Docs for #{{ number }}: {{ base_url }}/{{ owner }}/{{ repo }}\n")
+    (tmp_path / "docs_preview.md.j2").write_text("Docs for #{{ number }}: {{ base_url }}/{{ owner }}/{{ repo "
+                                                 "}}\n")
     (tmp_path / "speed_stats_macros.md.j2").write_text(
         read_builtin("speed_stats_macros.md.j2").replace("GPU Name: {{ gpu_name }}", "GPU: {{ gpu_name }}")
     )
     assert render_docs_preview("https://x", "o", "r", 3, templates_dir=tmp_path) == "Docs for #3: https://x/o/r\n"
-    assert render_automerge_removed("cuda-module", templates_dir=tmp_path).startswith("CI failed when running job")
+    assert render_automerge_removed("cuda-module",
+                                    templates_dir=tmp_path).startswith("CI failed when running job")
     body = body_of(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
     assert body == read("pr-revert-body.md").replace("GPU Name: ", "GPU: ")
 
@@ -329,7 +334,8 @@ def test_cancelled_must_be_a_boolean():
         results_model.results_from_dict(data)
 
 
-HOSTILE = "x\n ``` \n\n</details>\n\n@maintainer ![img](https://e.test/i.png) \x1b[31mred\x1b[0m \x1b]8;;https://e.test\x07link\x1b]8;;\x07 ~~~"
+HOSTILE = ("x\n ``` \n\n</details>\n\n@maintainer ![img](https://e.test/i.png) \x1b[31mred\x1b[0m "
+           "\x1b]8;;https://e.test\x07link\x1b]8;;\x07 ~~~")
 
 
 def test_text_from_a_results_file_cannot_leave_the_code_fence(default_suite):

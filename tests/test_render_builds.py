@@ -56,7 +56,8 @@ def measured(ratios, rule=DEFAULT_RULE):
 
 
 def case(case_id, batch, ratios=SLOWER, pytorch=PYTORCH, rule=DEFAULT_RULE):
-    record = CaseResult(id=case_id, kind="resnet50", batch_size=batch, times=10, input_shape=[batch, 3, 64, 64])
+    record = CaseResult(id=case_id, kind="resnet50", batch_size=batch, times=10,
+                        input_shape=[batch, 3, 64, 64])
     head = [b * r for b, r in zip(BASE, ratios)]
     record.frameworks = {"oneflow": fw(head), "oneflow_base": fw(BASE), "pytorch": fw(pytorch)}
     record.paired = measured(ratios, rule)
@@ -68,14 +69,16 @@ def run():
     cases = [case("resnet50-bs2", 2), case("resnet50-bs1", 1, SAME, PYTORCH_UNSTEADY)]
     cases[0].confirmation = {"flags": ["resnet50-bs2: relative speed 0.20 is below 0.25"],
                              "status": "confirmed"}
-    cases[1].confirmation = {"flags": ["resnet50-bs1: relative speed 0.20 is below 0.25"], "status": "cleared"}
+    cases[1].confirmation = {"flags": ["resnet50-bs1: relative speed 0.20 is below 0.25"],
+                             "status": "cleared"}
     return Results(suite="smoke", device="cpu", gpu_name="CPU", cases=cases, builds=BUILDS)
 
 
 HEADER = """\
 Against the base build, measured in the same run, in alternating rounds. Base: its median time per \
 iteration; Head: the base times the change. The change is the 10% trimmed mean of the per-round ratios \
-head/base, with its 95% interval; rounds were added while that interval straddled the band of \u00b14% (at most 40 rounds). \
+head/base, with its 95% interval; rounds were added while that interval straddled the band of \u00b14% \
+(at most 40 rounds). \
 Regression or improvement: the whole interval beyond the band; no change: the whole interval inside it; \
 otherwise inconclusive. PyTorch is the control, its first rounds against its last: steady only when that \
 interval lies inside the band.
@@ -106,7 +109,8 @@ def test_the_block_stays_exact_and_the_notes_follow_it(run):
     block, notes = render_speed_stats(run, suite, verdict).split("\n\n</details>\n\n")
     assert block.endswith(" ``` ") and "OneFlow resnet50 time: 310.0ms (= 3100.0ms / 10" in block
     # resnet50-bs1's PyTorch rounds scatter on purpose (the unsteady control): said before the table.
-    assert notes == ("\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation above "
+    assert notes == ("\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation "
+                     "above "
                      "10%: resnet50-bs1 PyTorch 16.3%\n\n" + EXPECTED_NOTES)
     assert not verdict.passed and verdict.regressions == ["resnet50-bs2"]
     assert verdict.likely_regressions == []
@@ -119,7 +123,8 @@ def test_an_improvement_and_a_likely_slowdown_that_the_rounds_could_not_confirm(
     results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=cases, builds=BUILDS)
     verdict = judge(results, None)
     notes = render_speed_stats(results, None, verdict).split("\n\n</details>\n\n")[1]
-    assert notes == ("\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation above "
+    assert notes == ("\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation "
+                     "above "
                      "10%: resnet50-bs1 OneFlow 10.6%\n\n") + HEADER + """\
 | resnet50-bs2 OneFlow | 260.0ms | 221.3ms | -14.9% (-15.7% to -14.0%) | improvement after 10 rounds |
 | resnet50-bs2 PyTorch (control) | 180.0ms | 179.6ms | -0.2% (-1.0% to +0.6%) | steady |
@@ -161,7 +166,8 @@ def test_without_a_baseline_only_the_builds_line_follows():
     results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record], builds=builds)
     body = render_speed_stats(results, None, judge(results, None))
     assert body.endswith("</details>\n\nBuilds: OneFlow 0.9.0+slow (git 381b12c, " + WHEEL + " sha256 "
-                         "abababababab) with flowvision 0.2.1; PyTorch 2.14.1 (git deadbeefcafe, torch==2.14.1) "
+                         "abababababab) with flowvision 0.2.1; PyTorch 2.14.1 (git deadbeefcafe, "
+                         "torch==2.14.1) "
                          "with torchvision 0.29.1")
 
 
@@ -177,13 +183,15 @@ def test_a_subset_of_the_frameworks_prints_only_their_lines(only, line):
     suite = load_suite(None, "smoke")
     verdict = judge(results, suite)
     assert render_speed_stats(results, suite, verdict) == (
-        f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU \n\n {line}\n ``` \n\n</details>")
+        f"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU \n\n {line}\n ``` "
+        "\n\n</details>")
     assert verdict.passed and record.failure is None and record.relative_speed is None
 
 
 def test_build_text_names_a_requirement_and_an_unknown_version():
     assert build_text({"family": "oneflow", "source": "requirement",
-                       "packages": {"oneflow": {"version": "0.9.1.dev1", "requirement": "oneflow==0.9.1.dev1"}}}) \
+                       "packages": {"oneflow": {"version": "0.9.1.dev1",
+                                                "requirement": "oneflow==0.9.1.dev1"}}}) \
         == "OneFlow 0.9.1.dev1 (oneflow==0.9.1.dev1)"
     assert build_text({"family": "pytorch", "source": "installed", "packages": {}}) \
         == "PyTorch unknown version (installed)"

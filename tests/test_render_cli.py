@@ -96,17 +96,20 @@ def missing_field(tmp_path, results_file):
 
 
 def missing_framework_field(tmp_path, results_file):
-    return ["render", str(edit_results(results_file, lambda d: d["cases"][2]["frameworks"]["pytorch"].pop("total_s")))]
+    return ["render",
+            str(edit_results(results_file, lambda d: d["cases"][2]["frameworks"]["pytorch"].pop("total_s")))]
 
 
 def non_numeric_threshold(tmp_path, results_file):
-    suite = write(tmp_path / "suite.yml", "extends: default\ncases:\n  - id: resnet50-bs8\n    min_relative_speed: fast\n")
+    suite = write(tmp_path / "suite.yml",
+                  "extends: default\ncases:\n  - id: resnet50-bs8\n    min_relative_speed: fast\n")
     return ["render", str(results_file), "--suite", str(suite)]
 
 
 def non_numeric_ms_threshold(tmp_path, results_file):
     suite = write(tmp_path / "suite.yml",
-                  "extends: default\ncases:\n  - id: resnet50-bs16\n    max_oneflow_ms:\n      default: '129.0'\n")
+                  "extends: default\ncases:\n  - id: resnet50-bs16\n    max_oneflow_ms:\n      default: "
+                  "'129.0'\n")
     return ["render", str(results_file), "--suite", str(suite)]
 
 
@@ -117,7 +120,8 @@ def unknown_template_variable(tmp_path, results_file):
 
 
 def truncated_stats_line(tmp_path, results_file):
-    text = read("pr-revert-thread.txt").replace("input_shape=[2, 3, 224, 224], ddp, world size=2)", "input_sh", 1)
+    text = read("pr-revert-thread.txt").replace("input_shape=[2, 3, 224, 224], ddp, world size=2)",
+                                                "input_sh", 1)
     return ["parse", str(write(tmp_path / "thread.txt", text))]
 
 
@@ -128,14 +132,17 @@ def missing_input(tmp_path, results_file):
 @pytest.mark.parametrize("make_args, message", [
     (malformed_json, r"broken\.json: not valid JSON: Expecting value at line 2 column 12$"),
     (missing_field, r"results\.json: missing field 'gpu_name'$"),
-    (missing_framework_field, (r"results\.json: cases\[2\] \(resnet50-bs4\)\.frameworks\.pytorch: missing field "
+    (missing_framework_field,
+     (r"results\.json: cases\[2\] \(resnet50-bs4\)\.frameworks\.pytorch: missing field "
                               r"'total_s' \(required when there is no 'error'\)$")),
     (non_numeric_threshold, (r"suite\.yml: cases\[1\] \(resnet50-bs8\): field 'min_relative_speed' must be a "
                             r"number, got 'fast'$")),
-    (non_numeric_ms_threshold, (r"suite\.yml: cases\[0\] \(resnet50-bs16\): field 'max_oneflow_ms\.default' must "
+    (non_numeric_ms_threshold,
+     (r"suite\.yml: cases\[0\] \(resnet50-bs16\): field 'max_oneflow_ms\.default' must "
                                r"be a number, got '129\.0'$")),
     (unknown_template_variable, r"templates/speed_stats\.md\.j2:1: UndefinedError: 'gpu' is undefined$"),
-    (truncated_stats_line, (r"thread\.txt: line 61: truncated or malformed stats line: 'OneFlow resnet50 time: "
+    (truncated_stats_line,
+     (r"thread\.txt: line 61: truncated or malformed stats line: 'OneFlow resnet50 time: "
                            r"25\.0ms \(= 5002\.8ms / 200, input_sh'$")),
     (missing_input, r"nothing\.txt: Speed stats file not found$"),
 ])
@@ -165,7 +172,8 @@ def test_parse_reads_stdin_and_its_output_renders_back(tmp_path, monkeypatch, ca
 
 
 def test_parse_out_and_block(tmp_path, capsys):
-    both = write(tmp_path / "both.txt", read("pr-cu12-release-thread.txt") + "\n\n" + read("pr-revert-thread.txt"))
+    both = write(tmp_path / "both.txt", read("pr-cu12-release-thread.txt") + "\n\n"
+                 + read("pr-revert-thread.txt"))
     assert main(["parse", str(both), "--block", "2", "--out", str(tmp_path / "r.json")]) == 0
     assert capsys.readouterr() == ("", "")
     assert (tmp_path / "r.json").read_text(encoding="utf-8") == parse_speed_stats(
@@ -186,7 +194,8 @@ def test_render_runs_with_only_jinja2_and_pyyaml(tmp_path, results_file):
     for heavy in ("torch", "oneflow"):  # record any attempt to import them, even one that is caught
         (light / heavy).mkdir()
         write(light / heavy / "__init__.py",
-              f"open({str(attempts)!r}, 'a').write('{heavy}\\n')\nraise ImportError('{heavy} is not installed')\n")
+              f"open({str(attempts)!r}, 'a').write('{heavy}\\n')\nraise ImportError('{heavy} is not "
+              "installed')\n")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(SRC), str(light)])}
 
     command = subprocess.run([sys.executable, "-S", "-m", "speedstats", "render", str(results_file)],

@@ -31,7 +31,8 @@ def results():
             "pytorch": FrameworkResult(total_s=25.932, per_iter_s=0.12966, times=200),  # no figure: no line
         },
     )
-    return Results(suite="default", device="cuda", gpu_name="NVIDIA GeForce RTX 3080 Ti", cases=[resnet, dataloader])
+    return Results(suite="default", device="cuda", gpu_name="NVIDIA GeForce RTX 3080 Ti",
+                   cases=[resnet, dataloader])
 
 
 PLAIN_CASES = (

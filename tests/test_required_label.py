@@ -15,7 +15,8 @@ REPO = "o/r"
 TOKEN = "ghs_Labe1sT0kenNeverToBePrinted00000001"
 SHA = "1" * 40
 LABEL = "need-pass-speed-test"
-BODY = "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n ❌ something\n ``` \n\n</details>"
+BODY = ("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: X \n\n ❌ something\n ``` "
+        "\n\n</details>")
 
 
 @pytest.fixture
@@ -106,5 +107,6 @@ def test_comment_required_label_needs_the_verdict(gh, tmp_path):
     result = run_speedstats(["comment", "--body-file", body, "--required-label", LABEL],
                             env_of(gh, tmp_path, labelled_event()))
     assert result.rc == 2
-    assert result.err == "speedstats: error: --required-label: needs --verdict pass|fail (the run's verdict output)\n"
+    assert result.err == ("speedstats: error: --required-label: needs --verdict pass|fail (the run's verdict "
+                          "output)\n")
     assert gh.comments(REPO, 7) == []

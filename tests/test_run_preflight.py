@@ -33,7 +33,8 @@ def test_bundle_outside_a_job_fails_before_the_run(tmp_path, capsys, monkeypatch
     for name in ("GITHUB_RUN_ID", "GITHUB_REPOSITORY", "GITHUB_SHA", "GITHUB_EVENT_PATH"):
         monkeypatch.delenv(name, raising=False)
     out = tmp_path / "out"
-    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--bundle", str(tmp_path / "b"), "--out", str(out)])
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--bundle", str(tmp_path / "b"), "--out",
+               str(out)])
     assert rc == 2
     assert capsys.readouterr().err == (
         "speedstats: error: --bundle: needs GITHUB_RUN_ID, GITHUB_REPOSITORY, GITHUB_SHA or the event's "
@@ -67,7 +68,8 @@ def test_a_history_file_that_cannot_be_appended_fails_before_the_run(tmp_path, c
     rc = main(["run", "--profile", "smoke", "--device", "cpu", "--history", str(path), "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.startswith("speedstats: error: " + message.format(path=path, tmp=tmp_path)) and err.count("\n") == 1
+    assert err.startswith("speedstats: error: " + message.format(path=path,
+                                                                 tmp=tmp_path)) and err.count("\n") == 1
     assert time.monotonic() - started < 5 and not out.exists()
 
 
@@ -86,7 +88,8 @@ def test_a_history_file_with_a_bad_line_among_good_ones_is_accepted(tmp_path):
 
 @pytest.mark.frameworks
 def test_a_nan_lock_timeout_fails_before_the_run(tmp_path, capsys):
-    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--lock-timeout", "nan", "--out", str(tmp_path / "o")])
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--lock-timeout", "nan", "--out",
+               str(tmp_path / "o")])
     assert rc == 2
     assert capsys.readouterr().err == (
         "speedstats: error: --lock-timeout: must be a finite number of seconds, not negative, got nan\n")
@@ -99,6 +102,7 @@ def test_outputs_that_cannot_be_written_fail_before_the_run(tmp_path, capsys):
     (out / "results.json").symlink_to(tmp_path / "elsewhere.json")
     rc = main(["run", "--profile", "smoke", "--device", "cpu", "--out", str(out)])
     assert rc == 2
-    assert capsys.readouterr().err == (f"speedstats: error: {out / 'results.json'}: the results.json is a symbolic "
+    assert capsys.readouterr().err == (f"speedstats: error: {out / 'results.json'}: the results.json is a "
+                                       "symbolic "
                                        "link; refusing to replace it\n")
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # no workers folder: nothing ran

@@ -36,7 +36,8 @@ def test_what_the_workers_hold_is_workers_x_prefetch_x_batch_for_two_frameworks(
 def test_a_case_that_fits_passes_and_one_that_does_not_says_how_to_fix_it(tmp_path):
     free = shm.free_bytes(str(tmp_path))
     assert free > 0
-    assert shm.shm_error(suite_case(tmp_path, num_workers=1, batch_size=1, input_size=8), str(tmp_path)) is None
+    assert shm.shm_error(suite_case(tmp_path, num_workers=1, batch_size=1, input_size=8),
+                         str(tmp_path)) is None
     huge = suite_case(tmp_path, num_workers=64, batch_size=1 << 14, input_size=1 << 10)
     message = shm.shm_error(huge, str(tmp_path))
     # The free space moves while other processes write to the same disk: a number, not this one.
@@ -90,7 +91,8 @@ def test_under_an_8m_dev_shm_the_dataloader_case_fails_at_once_and_the_next_case
     dataloader, resnet = results["cases"]
     errors = {fw: dataloader["frameworks"][fw]["error"] for fw in ("oneflow", "pytorch")}
     assert errors["oneflow"] == errors["pytorch"]
-    assert errors["oneflow"].startswith("/dev/shm has 8 MiB free, the 2 dataloader workers per framework need "
+    assert errors["oneflow"].startswith("/dev/shm has 8 MiB free, the 2 dataloader workers per framework "
+                                        "need "
                                         "about 55 MiB")
     assert '"default-shm-size": "8G" beside "default-runtime": "nvidia"' in errors["oneflow"]
     failed = [line for line in proc.stderr.splitlines() if "FAILED" in line]

@@ -136,7 +136,8 @@ def test_trend_of_real_smoke_suite_runs(tmp_path):
     old_comment = parse_speed_stats((DATA / "pr-cu12-release-body.md").read_text(encoding="utf-8"))
     append_history(history, old_comment, commit="c" * 40)
     append_history(history, results_model.load(DATA / "smoke-results.json"), commit="a1b2c3d4e5f6" + "0" * 28)
-    append_history(history, results_model.load(DATA / "smoke-results-head.json"), commit="f6e5d4c3b2a1" + "0" * 28)
+    append_history(history, results_model.load(DATA / "smoke-results-head.json"), commit="f6e5d4c3b2a1"
+                   + "0" * 28)
     entries, problems = read_history(history)
     assert problems == [] and len(entries) == 3
     plots, other_machine = draw_trends(entries, tmp_path / "trend")

@@ -15,7 +15,8 @@ def good():
         "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
         "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
                    "input_shape": [2, 3, 64, 64],
-                   "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5, "rounds_s": [0.1]},
+                   "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5,
+                                              "rounds_s": [0.1]},
                                   "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
     }
 
@@ -37,7 +38,8 @@ CASE = "results: cases[0] (resnet50-bs2): "
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (json.dumps(with_oneflow(total_s=-0.5, per_iter_s=-0.1)), OF + "field 'total_s' must be above zero, got -0.5"),
+    (json.dumps(with_oneflow(total_s=-0.5, per_iter_s=-0.1)), OF
+     + "field 'total_s' must be above zero, got -0.5"),
     (json.dumps(with_oneflow(total_s=0, per_iter_s=0)), OF + "field 'total_s' must be above zero, got 0"),
     (json.dumps(with_oneflow(total_s=float("nan"))),
      OF + "field 'total_s' must be a finite number of sensible size, got nan"),
@@ -49,13 +51,16 @@ CASE = "results: cases[0] (resnet50-bs2): "
      OF + "field 'total_s' must be a finite number of sensible size, got inf"),
     (json.dumps(with_oneflow(per_iter_s=0.05)),
      OF + "field 'per_iter_s' (0.05) disagrees with total_s / times (0.5 / 5 = 0.1)"),
-    (json.dumps(with_oneflow(rounds_s=["fast"])), OF + "field 'rounds_s[0]' must be a number of seconds, got 'fast'"),
+    (json.dumps(with_oneflow(rounds_s=["fast"])), OF
+     + "field 'rounds_s[0]' must be a number of seconds, got 'fast'"),
     (json.dumps(with_oneflow(rounds_s=[-1])), OF + "field 'rounds_s[0]' must be above zero, got -1"),
     (json.dumps(with_oneflow(times=0)), OF + "field 'times' must be between 1 and 2147483647, got 0"),
-    (json.dumps(with_case(batch_size=-16)), CASE + "field 'batch_size' must be between 1 and 2147483647, got -16"),
+    (json.dumps(with_case(batch_size=-16)), CASE
+     + "field 'batch_size' must be between 1 and 2147483647, got -16"),
     (json.dumps(with_case(input_shape=[2, 3, 0, 64])),
      CASE + "field 'input_shape[2]' must be between 1 and 2147483647, got 0"),
-    (json.dumps(with_case(world_size=0)), CASE + "field 'world_size' must be between 1 and 2147483647, got 0"),
+    (json.dumps(with_case(world_size=0)), CASE
+     + "field 'world_size' must be between 1 and 2147483647, got 0"),
     (json.dumps({**good(), "cases": good()["cases"] * 2}),
      "results: cases[1]: case id 'resnet50-bs2' is also the id of cases[0]"),
     ("[" * 100000 + "]" * 100000, "results: not valid results: JSON nested too deeply"),
@@ -149,7 +154,9 @@ def test_deeply_nested_results_exit_2_with_one_line(tmp_path):
     path = tmp_path / "results.json"
     path.write_text("[" * 100000 + "]" * 100000)
     result = run_speedstats(["render", str(path)], {}, subprocess_=True)
-    assert (result.rc, result.err) == (2, f"speedstats: error: {path}: not valid results: JSON nested too deeply\n")
+    assert (result.rc, result.err) == (2,
+                                       (f"speedstats: error: {path}: not valid results: JSON nested too "
+                                        "deeply\n"))
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

@@ -18,7 +18,8 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 
 
 def tool(name):
-    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                     os.environ.get("PATH", "")]))
     assert found, f"{name} is not installed (requirements/test.txt)"
     return found
 
@@ -39,7 +40,8 @@ def test_actionlint_passes_on_every_workflow():
 
 @pytest.mark.lint
 def test_zizmor_passes_on_the_workflows_and_the_action():
-    proc = run([tool("zizmor"), "--offline", "--no-progress", "--format", "plain", "--config", ".github/zizmor.yml",
+    proc = run([tool("zizmor"), "--offline", "--no-progress", "--format", "plain", "--config",
+                ".github/zizmor.yml",
                 ".github/workflows/", "action.yml"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No findings to report" in proc.stdout + proc.stderr

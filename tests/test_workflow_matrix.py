@@ -30,14 +30,16 @@ def test_only_the_report_job_may_write_and_it_runs_unless_cancelled():
     assert report["needs"] == ["gpus", "speed-stats"]
     assert report["if"].startswith("${{ !cancelled()")
     assert report["permissions"]["pull-requests"] == "write" and report["permissions"]["actions"] == "read"
-    assert report["concurrency"]["group"] == "speedstats-matrix-report-${{ github.event.pull_request.number }}"
+    assert report["concurrency"]["group"] == ("speedstats-matrix-report-${{ github.event.pull_request.number "
+                                              "}}")
     assert report["concurrency"]["cancel-in-progress"] is False
 
 
 def test_the_matrix_and_the_report_read_the_same_gpu_list():
     jobs = load()["jobs"]
     matrix = jobs["speed-stats"]["strategy"]
-    assert matrix["matrix"]["gpu"] == "${{ fromJSON(needs.gpus.outputs.gpus) }}" and matrix["fail-fast"] is False
+    assert (matrix["matrix"]["gpu"] == "${{ fromJSON(needs.gpus.outputs.gpus) }}"
+            and matrix["fail-fast"] is False)
     post = next(s for s in jobs["report"]["steps"] if "speedstats report" in s.get("run", ""))
     assert post["env"]["GPUS"] == "${{ needs.gpus.outputs.gpus }}" and '--gpus "$GPUS"' in post["run"]
     assert "--automerge-job speed-stats" in post["run"]

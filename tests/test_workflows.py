@@ -44,7 +44,8 @@ def load_workflow(path):
 
 # -- a small evaluator of GitHub expressions: enough for the example workflow, strict about the rest -----
 
-_TOKEN_RE = re.compile(r"\s*(?:(?P<op>&&|\|\||==|!=|!|\(|\)|\.)|'(?P<str>(?:[^']|'')*)'|(?P<num>\d+(?:\.\d+)?)"
+_TOKEN_RE = re.compile(r"\s*(?:(?P<op>&&|\|\||==|!=|!|\(|\)|\.)|'(?P<str>(?:[^']|'')*)'"
+                       r"|(?P<num>\d+(?:\.\d+)?)"
                        r"|(?P<name>[A-Za-z_][\w-]*))")
 STATUS_FUNCTIONS = ("success", "failure", "always", "cancelled")
 
@@ -193,7 +194,8 @@ def run_job(workflow, job_id, workspace, gh_url, event, input_overrides=None):
         return run
     base_env = clean_environ()
     base_env.update({
-        "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO, "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO,
+        "GITHUB_EVENT_NAME": "pull_request",
         "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(workspace), "GITHUB_JOB": job_id,
         "GITHUB_RUN_ID": "4242", "GITHUB_SHA": HEAD, "GITHUB_API_URL": gh_url,
         "RUNNER_TEMP": str(home / "_temp"), "SPEEDSTATS_LOCK_DIR": str(home / "locks"),
@@ -301,7 +303,8 @@ def test_example_skips_a_forks_pull_request(tmp_path):
 
 def test_expressions_the_example_relies_on():
     contexts = {"job": {"status": "failure"}, "steps": {"speed": {"outputs": {"comment-file": "a.md"}}},
-                "github": {"repository": "o/r", "event": {"pull_request": {"head": {"repo": {"full_name": "O/R"}}}}}}
+                "github": {"repository": "o/r",
+                           "event": {"pull_request": {"head": {"repo": {"full_name": "O/R"}}}}}}
     assert condition("failure()", contexts)
     assert not condition("success()", contexts)
     assert condition("always() && steps.speed.outputs.comment-file != ''", contexts)
@@ -309,7 +312,8 @@ def test_expressions_the_example_relies_on():
     contexts["job"]["status"] = "success"
     assert condition("github.event.pull_request.head.repo.full_name == github.repository", contexts)
     assert not condition("always() && steps.speed.outputs.missing != ''", contexts)
-    assert interpolate("a-${{ steps.speed.outputs.comment-file }}-${{ job.status }}", contexts) == "a-a.md-success"
+    assert interpolate("a-${{ steps.speed.outputs.comment-file }}-${{ job.status }}",
+                       contexts) == "a-a.md-success"
 
 
 @pytest.fixture
@@ -362,7 +366,8 @@ def test_example_on_a_regression_labelled_need_pass_speed_test_comments_then_rem
                        "Remove automerge from the failed pull request"]
     assert run.skipped == []
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
-    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()), mark="❌"), body)
+    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()),
+                                         mark="❌"), body)
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         marked(body, "speed-stats", head=HEAD, run=4242),
         marked("CI failed when running job: speed-stats. PR label automerge has been removed",
@@ -381,7 +386,8 @@ def test_example_on_a_regression_without_the_label_comments_and_passes(tmp_path,
     assert run.status == "success", run.logs
     assert run.skipped == ["Remove automerge from the failed pull request"]
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
-    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()), mark="❌"), body)
+    assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()),
+                                         mark="❌"), body)
     assert [c["body"] for c in gh.comments(REPO, PR)] == [marked(body, "speed-stats", head=HEAD, run=4242)]
     assert gh.labels(REPO, PR) == ["automerge"]
     assert run.summary.startswith("Verdict: **fail** (score 2). Posted: ")
@@ -399,7 +405,8 @@ def test_ci_lints_and_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "./scripts/test.sh" in readme.split("\n## ", 1)[0]
     for job in workflow["jobs"].values():
-        python = [s["with"]["python-version"] for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
+        python = [s["with"]["python-version"] for s in job["steps"]
+                  if s.get("uses", "").startswith("actions/setup-python")]
         assert python == ["3.10"]  # oneflow 0.9.0 has wheels for CPython 3.8-3.10
 
 

@@ -63,7 +63,8 @@ class BundleIdentity(NamedTuple):
 
 
 def identity_from_env(environ=None):
-    """(pr_number, head_sha, run_id, repo) of the running job, for write_bundle(dir, text, body, *identity)."""
+    """(pr_number, head_sha, run_id, repo) of the running job,
+    for write_bundle(dir, text, body, *identity)."""
     event = actions_io.read_event(environ)
     return BundleIdentity(
         pr_number=event.pr_number,
@@ -102,7 +103,8 @@ def write_bundle(directory, results_json_text, body, pr_number, head_sha, run_id
     if body is not None and (not isinstance(body, str) or not body):
         raise UserError(f"{where}: body must be a non-empty string or None")
     directory = Path(directory)
-    manifest = {"schema": SCHEMA, "repo": repo, "pr_number": pr_number, "head_sha": head_sha, "run_id": run_id,
+    manifest = {"schema": SCHEMA, "repo": repo, "pr_number": pr_number, "head_sha": head_sha,
+                "run_id": run_id,
                 "results": RESULTS_NAME, "body": BODY_NAME if body is not None else None}
     write_atomic(directory / RESULTS_NAME, results_json_text)
     if body is not None:
@@ -134,7 +136,8 @@ def bundle_from_files(read, where):
     if not isinstance(manifest, dict):
         raise UserError(f"{where}: {MANIFEST_NAME} must be a JSON object")
     if manifest.get("schema") != SCHEMA:
-        raise UserError(f"{where}: {MANIFEST_NAME}: field 'schema' must be {SCHEMA!r}, got {manifest.get('schema')!r}")
+        raise UserError(f"{where}: {MANIFEST_NAME}: field 'schema' must be {SCHEMA!r}, "
+                        f"got {manifest.get('schema')!r}")
     unknown = sorted(set(manifest) - _MANIFEST_FIELDS)
     if unknown:
         raise UserError(f"{where}: {MANIFEST_NAME}: unknown field {unknown[0]!r}")
@@ -142,7 +145,8 @@ def bundle_from_files(read, where):
                                                   manifest.get("run_id"), manifest.get("repo"),
                                                   f"{where}: {MANIFEST_NAME}")
     if manifest.get("results") != RESULTS_NAME or manifest.get("body") not in (BODY_NAME, None):
-        raise UserError(f"{where}: {MANIFEST_NAME}: files must be {RESULTS_NAME!r} and {BODY_NAME!r} (or null)")
+        raise UserError(f"{where}: {MANIFEST_NAME}: files must be {RESULTS_NAME!r} and {BODY_NAME!r} (or "
+                        "null)")
     raw_results = read(RESULTS_NAME)
     if raw_results is None:
         raise UserError(f"{where}: no {RESULTS_NAME}")
@@ -201,6 +205,7 @@ def read_bundle_zip(data, where="artifact"):
 
         try:
             return bundle_from_files(read, where)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, zlib.error, EOFError,
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, zlib.error,
+                EOFError,
                 OSError) as exc:  # zlib.error: compressed bytes that do not decompress
             raise UserError(f"{where}: unreadable archive member: {one_line(exc, 200)}") from None

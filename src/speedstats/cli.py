@@ -49,7 +49,8 @@ def build_parser():
     subparsers.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
-    for sub in subparsers.choices.values():  # `speedstats run --debug` works as well as `speedstats --debug run`
+    # `speedstats run --debug` works as well as `speedstats --debug run`
+    for sub in subparsers.choices.values():
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
@@ -68,7 +69,8 @@ def redact(text, args):
 
 def _error(message, args):
     try:
-        print(f"speedstats: error: {one_line(redact(message, args), MESSAGE_LIMIT)}", file=sys.stderr, flush=True)
+        print(f"speedstats: error: {one_line(redact(message, args), MESSAGE_LIMIT)}", file=sys.stderr,
+              flush=True)
     except (OSError, ValueError, AttributeError):  # stderr closed too: the status is all there is
         pass
 

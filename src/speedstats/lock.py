@@ -9,8 +9,9 @@ file per device in a folder that all jobs of the host see:
 
 The kernel drops an flock when the last process holding its open file exits, even on SIGKILL, so a
 crashed job never leaves a stale lock behind; benchmark workers inherit the open file (see
-`held_lock_fds`), so the device stays locked until they are gone too. While waiting, a line on stderr names the holder's pid and since when it holds
-the device, again whenever another job takes it first, and every minute.
+`held_lock_fds`), so the device stays locked until they are gone too. While waiting, a line on stderr
+names the holder's pid and since when it holds the device, again whenever another job takes it first,
+and every minute.
 """
 
 import contextlib

@@ -245,8 +245,8 @@ def notes_context(results, suite=None):
         markdown_safe(n, NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []
     ]
     if unstable:  # one line for all: on a noisy machine every case may have one
-        unstable = [f"{WARNING}Unstable figures, their rounds scatter with a coefficient of variation above "
-                    f"{spec.max_cv * 100:g}%: {'; '.join(unstable)}"]
+        unstable = [(f"{WARNING}Unstable figures, their rounds scatter with a coefficient of variation above "
+                     f"{spec.max_cv * 100:g}%: {'; '.join(unstable)}")]
     return {
         "disturbed": disturbed,
         "unstable": unstable,

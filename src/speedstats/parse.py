@@ -41,7 +41,8 @@ _MARKS = re.compile(r"^\s*((?:(?:\u2714\ufe0f?|\u274c)\s*)*)")
 _HEADER = re.compile(r"^(?:<summary>\s*)?Speed stats:\s*(?:</summary>)?$")
 _GPU = re.compile(r"^GPU Name:(?P<name>.*)$")
 _RESNET = re.compile(
-    rf"^(?P<fw>OneFlow|PyTorch) resnet50 time: (?P<per>{_NUMBER})ms \(= (?P<total>{_NUMBER})ms / (?P<times>\d+),"
+    rf"^(?P<fw>OneFlow|PyTorch) resnet50 time: (?P<per>{_NUMBER})ms \(= (?P<total>{_NUMBER})ms / "
+    r"(?P<times>\d+),"
     r" input_shape=\[(?P<shape>\d+(?:, \d+)*)\](?P<ddp>, ddp, world size=(?P<ws>\d+))?\)$"
 )
 _SWIN = re.compile(
@@ -49,18 +50,21 @@ _SWIN = re.compile(
     r" / (?P<times>\d+), num_workers=(?P<workers>\d+)\)$"
 )
 _RELATIVE = re.compile(
-    rf"^Relative speed: (?P<ratio>{_NUMBER}) \(= (?P<pt>{_NUMBER})(?P<unit>ms|s) / (?P<of>{_NUMBER})(?P=unit)\)$"
+    rf"^Relative speed: (?P<ratio>{_NUMBER}) \(= (?P<pt>{_NUMBER})(?P<unit>ms|s) / "
+    rf"(?P<of>{_NUMBER})(?P=unit)\)$"
 )
 _NAMED = r"(?: \(case (?P<id>[^()]+?)\))?"  # a case whose id is not the usual one for its sizes
 _FAILED_RESNET = re.compile(
     rf"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size=(?P<ws>\d+))?{_NAMED}: (?P<error>.+)$")
-_FAILED_SWIN = re.compile(rf"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+){_NAMED}: (?P<error>.+)$")
+_FAILED_SWIN = re.compile(rf"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+){_NAMED}: "
+                          r"(?P<error>.+)$")
 _RUN_FAILED = re.compile(r"^speed job failed: (?P<error>.+)$")
 _NO_RESULTS = re.compile(r"^speed job produced no results$")
 # What a stats line starts with; such a line must parse in full, and a line that is only the start of
 # one of these phrases (at least TRUNCATED_MIN characters of it) was cut off.
 _STATS_START = re.compile(r"^(?:(?:OneFlow|PyTorch) (?:resnet50|swin)|Relative speed|GPU Name)")
-_STATS_PHRASES = tuple(f"{fw} {what} time:" for fw in ("OneFlow", "PyTorch") for what in ("resnet50", "swin dataloader")
+_STATS_PHRASES = tuple(f"{fw} {what} time:" for fw in ("OneFlow", "PyTorch")
+                       for what in ("resnet50", "swin dataloader")
                        ) + ("Relative speed:", "GPU Name:")
 TRUNCATED_MIN = 4
 _FAILED_START = re.compile(r"^(?:resnet50 batch|swin dataloader|speed job)")

@@ -259,7 +259,8 @@ def notes_context(results, verdict=None):
     confirmed, cleared = [], []
     for case in results.cases:
         status = (case.confirmation or {}).get("status")
-        entry = {"id": _cell(case.id), "flags": [_cell(f.split(": ", 1)[-1]) for f in case.confirmation["flags"]]
+        entry = {"id": _cell(case.id), "flags": [_cell(f.split(": ", 1)[-1])
+                                                 for f in case.confirmation["flags"]]
                  if status else []}
         if status == "confirmed":
             confirmed.append(entry)
@@ -268,7 +269,8 @@ def notes_context(results, verdict=None):
     likely = [row for row in rows
               if row["verdict"] == "inconclusive" and row["leaning"] == verdicts.LIKELY_SLOWER]
     roles = [r for r in ROLE_LABELS if r in results.builds]
-    builds = [{"role": ROLE_LABELS[r] if with_base or r != "oneflow" else "", "text": build_text(results.builds[r])}
+    builds = [{"role": ROLE_LABELS[r] if with_base or r != "oneflow" else "",
+               "text": build_text(results.builds[r])}
               for r in roles]
     for build in builds:
         build["role"] = build["role"] if build["role"] != "PyTorch" else ""

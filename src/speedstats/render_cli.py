@@ -84,7 +84,8 @@ def register(subparsers):
         help="built-in suite (default: the results' suite when built in, else 'default'); "
         "with --suite, the profile the file extends",
     )
-    render.add_argument("--templates", metavar="DIR", help="folder of templates that replace the built-in ones")
+    render.add_argument("--templates", metavar="DIR",
+                        help="folder of templates that replace the built-in ones")
     render.add_argument("--out", metavar="FILE", help="write the body to FILE instead of stdout")
     render.add_argument(
         "--memory", action="store_true",
@@ -104,9 +105,11 @@ def register(subparsers):
         description="Read a Speed stats comment body, its text as GitHub shows it, or the old bot's raw "
         "log, and write results JSON that 'render' accepts. Marks are ignored; render recomputes them.",
     )
-    parse.add_argument("input", nargs="?", default="-", metavar="FILE", help="input file, or - for stdin (default)")
+    parse.add_argument("input", nargs="?", default="-", metavar="FILE",
+                       help="input file, or - for stdin (default)")
     parse.add_argument("--out", metavar="FILE", help="write the results JSON to FILE instead of stdout")
-    parse.add_argument("--block", type=int, metavar="N", help="the N-th Speed stats block when there are several")
+    parse.add_argument("--block", type=int, metavar="N",
+                       help="the N-th Speed stats block when there are several")
     parse.add_argument(
         "--gpu-name", default=UNKNOWN_GPU, metavar="NAME",
         help=f"GPU name for a block without a GPU line (default: {UNKNOWN_GPU})",

@@ -197,7 +197,8 @@ def check_count(value, key, where, minimum=1):
     if isinstance(value, bool) or not isinstance(value, int):
         raise UserError(f"{where}: field '{key}' must be an integer, got {_short(value)}")
     if not minimum <= value <= MAX_COUNT:
-        raise UserError(f"{where}: field '{key}' must be between {minimum} and {MAX_COUNT}, got {_short(value)}")
+        raise UserError(f"{where}: field '{key}' must be between {minimum} and {MAX_COUNT}, "
+                        f"got {_short(value)}")
     return value
 
 
@@ -212,7 +213,8 @@ def check_framework(fw, kind, where):
         if getattr(fw, key) is not None:
             setattr(fw, key, check_seconds(getattr(fw, key), key, where))
     if fw.peak_memory_bytes is not None and fw.peak_memory_bytes < 0:
-        raise UserError(f"{where}: field 'peak_memory_bytes' must not be negative, got {fw.peak_memory_bytes}")
+        raise UserError(f"{where}: field 'peak_memory_bytes' must not be negative, "
+                        f"got {fw.peak_memory_bytes}")
     if None not in (fw.total_s, fw.per_iter_s, fw.times):
         expected = fw.total_s / fw.times
         tolerance = PRINTED_HALF_UNIT_S.get(kind, 0.0) * 1.001 + expected * 1e-9
@@ -401,7 +403,8 @@ def results_from_dict(data, where="results"):
     seen = {}
     for i, case in enumerate(cases):
         if case.id in seen:
-            raise UserError(f"{where}: cases[{i}]: case id {_short(case.id)} is also the id of cases[{seen[case.id]}]")
+            raise UserError(f"{where}: cases[{i}]: case id {_short(case.id)} is also the id of "
+                            f"cases[{seen[case.id]}]")
         seen[case.id] = i
     return Results(
         suite=_field(data, "suite", (str,), where),
@@ -483,7 +486,8 @@ def loads(text, where="results"):
     try:
         data = parse_json(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise UserError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                        f"column {exc.colno}") from None
     except RecursionError:
         raise UserError(f"{where}: not valid results: JSON nested too deeply") from None
     return results_from_dict(data, where)

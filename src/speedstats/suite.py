@@ -204,7 +204,9 @@ def _merge_cases(base_cases, override_cases, where):
         if case["id"] in index:
             target = merged[index[case["id"]]]
             for key, value in case.items():
-                if key in ("max_oneflow_ms", "env") and isinstance(value, dict) and isinstance(target.get(key), dict):
+                if key in ("max_oneflow_ms", "env") and isinstance(value,
+                                                                   dict) and isinstance(target.get(key),
+                                                                                        dict):
                     target[key] = {**target[key], **value}
                 else:
                     target[key] = copy.deepcopy(value)
@@ -288,7 +290,8 @@ def _mode_and_model(data, where, default_mode, default_model):
     # A case that switches to old-bot without naming a model runs the shared one.
     model = _choice(data, "model", where, MODELS, "shared" if mode == "old-bot" else default_model)
     if mode == "old-bot" and model == "library":
-        raise UserError(f"{where}: field 'model': library needs 'mode: clean' (old-bot runs the shared model)")
+        raise UserError(f"{where}: field 'model': library needs 'mode: clean' (old-bot runs the shared "
+                        "model)")
     return mode, model
 
 

@@ -6,7 +6,8 @@ import unicodedata
 
 # Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), and
 # the other two-character ESC sequences.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ "
+                   r"-/]*[@-~]")
 _FENCE = re.compile(r"`{3,}|~{3,}")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 _BIDI = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
@@ -36,7 +37,8 @@ def fence_safe(text, limit):
     Ordinary text passes unchanged."""
     text = _ANSI.sub("", str(text)).translate(_BIDI)
     text = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
-    text = _FENCE.sub(lambda m: "\u02cb" * len(m.group()) if m.group()[0] == "`" else "\u02dc" * len(m.group()), text)
+    text = _FENCE.sub(lambda m: "\u02cb" * len(m.group()) if m.group()[0] == "`"
+                      else "\u02dc" * len(m.group()), text)
     text = _TAG_START.sub("\u2039", text)
     return one_line(text, limit)
 

@@ -146,7 +146,8 @@ def as_printed(value, digits):
 def _check_spec(case, spec, suite_name):
     if spec.kind != case.kind:
         raise UserError(
-            f"suite {suite_name!r}: case {case.id!r} is {spec.kind} in the suite but {case.kind} in the results"
+            f"suite {suite_name!r}: case {case.id!r} is {spec.kind} in the suite but {case.kind} in the "
+            "results"
         )
     if spec.kind not in JUDGED_KINDS and (spec.min_relative_speed is not None or spec.max_oneflow_ms):
         raise UserError(f"suite {suite_name!r}: case {case.id!r}: {spec.kind} cases take no thresholds")
@@ -174,7 +175,8 @@ def judge_case(case, spec, gpu_name, suite_name="suite"):
             verdict.marks["relative"] = FAIL_MARK
             verdict.score += RELATIVE_SPEED_SCORE
             verdict.reasons.append(
-                f"{case.id}: relative speed {relative:.{RELATIVE_SPEED_DIGITS}f} is below {spec.min_relative_speed}"
+                f"{case.id}: relative speed {relative:.{RELATIVE_SPEED_DIGITS}f} is "
+                f"below {spec.min_relative_speed}"
             )
     ms_threshold = spec.ms_threshold(gpu_name)
     if ms_threshold is not None and "oneflow" in case.frameworks:

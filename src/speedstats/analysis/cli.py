@@ -119,7 +119,8 @@ def register(subparsers):
     compare.add_argument("--out", metavar="FILE", help="write the comparison to FILE instead of stdout")
     compare.add_argument("--format", choices=("markdown", "json"), default="markdown",
                          help="markdown table (default) or JSON")
-    compare.add_argument("--templates", metavar="DIR", help="folder of templates that replace the built-in ones")
+    compare.add_argument("--templates", metavar="DIR",
+                         help="folder of templates that replace the built-in ones")
     compare_options(compare)
     compare.set_defaults(func=compare_command)
 

@@ -33,7 +33,8 @@ class Row:
         return LABELS.get(self.framework, self.framework)
 
     def to_dict(self):
-        return {"case": self.case_id, "kind": self.kind, "framework": self.framework, **self.comparison.to_dict()}
+        return {"case": self.case_id, "kind": self.kind, "framework": self.framework,
+                **self.comparison.to_dict()}
 
 
 @dataclass
@@ -95,7 +96,8 @@ def _machine_mismatch(base, head):
 def _case_mismatch(base_case, head_case):
     for name in _WORKLOAD_FIELDS:
         if getattr(base_case, name) != getattr(head_case, name):
-            return f"{name} differs ({getattr(base_case, name)!r} in base, {getattr(head_case, name)!r} in head)"
+            return (f"{name} differs ({getattr(base_case, name)!r} in base, {getattr(head_case, name)!r} in "
+                    "head)")
     return None
 
 

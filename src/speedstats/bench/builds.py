@@ -253,7 +253,8 @@ def _wheel_fits(path, python_version):
         older = re.fullmatch(rf"cp{major}(\d+)", tag)  # a stable-ABI wheel of an older CPython
         return bool(older) and "abi3" in abi_tags and int(older.group(1)) <= minor
 
-    return any(map(python_fits, python_tags)) and any(t in ("none", "abi3", f"cp{major}{minor}") for t in abi_tags)
+    return any(map(python_fits, python_tags)) and any(t in ("none", "abi3", f"cp{major}{minor}")
+                                                      for t in abi_tags)
 
 
 def _pick_wheels(request, python_version):
@@ -270,7 +271,8 @@ def _pick_wheels(request, python_version):
         fitting = [s for s in sources if _wheel_fits(s.value, python_version)]
         names = ", ".join(Path(s.value).name for s in (fitting if len(fitting) > 1 else sources))
         if not fitting:
-            raise UserError(f"{request.describe()}: no wheel of {package} fits Python {python_version}: {names}")
+            raise UserError(f"{request.describe()}: no wheel of {package} fits "
+                            f"Python {python_version}: {names}")
         if len(fitting) > 1:
             raise UserError(f"{request.describe()}: several wheels of {package} fit Python {python_version}: "
                             f"{names}; give one")
@@ -413,7 +415,8 @@ def _cache_key(request, wheel_hashes, python_version):
     material = {
         "layout": LAYOUT_VERSION,
         "family": request.family,
-        "sources": [[s.kind, wheel_hashes[s.value] if s.kind == "wheel" else s.value] for s in request.sources],
+        "sources": [[s.kind, wheel_hashes[s.value] if s.kind == "wheel" else s.value]
+                    for s in request.sources],
         "pip_args": list(request.pip_args),
         "python": python_version,
     }

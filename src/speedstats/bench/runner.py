@@ -402,7 +402,8 @@ class SuiteRunner:
         record.started_at = now_iso()
         too_small = shm.shm_error(case, contenders=len(self.contenders))
         if too_small:  # the workers would die of a bus error minutes in: fail now, with the fix
-            record.frameworks = {role: FrameworkResult(times=case.times, error=too_small) for role in self.contenders}
+            record.frameworks = {role: FrameworkResult(times=case.times, error=too_small)
+                                 for role in self.contenders}
             record.finished_at = now_iso()
             self.progress(f"{prefix}   FAILED: {too_small}")
             return record
@@ -438,7 +439,8 @@ class SuiteRunner:
                 "rounds": max(len(m[0]) for m in merged.values()),
                 "error": "; ".join(errors) or None,
             }
-            self.progress(f"{prefix}   {record.confirmation['status']} on {record.confirmation['rounds']} rounds")
+            self.progress(f"{prefix}   {record.confirmation['status']} on {record.confirmation['rounds']} "
+                          "rounds")
             kept = {role: first.states + (again[role].states if again[role].error is None else [])
                     for role, first in states.items()}
             self._attach_states(record, {role: (kept[role], first.remeasured + again[role].remeasured)
@@ -543,7 +545,8 @@ class SuiteRunner:
                 if any(states[role].error for role in PAIR):
                     break
                 if sequence.action == paired_analysis.CONFIRM:
-                    self.progress(f"{prefix}   head vs base: a regression after {len(sequence.ratios)} rounds:"
+                    self.progress(f"{prefix}   head vs base: a regression after {len(sequence.ratios)} "
+                                  "rounds:"
                                   " "
                                   "measuring again in fresh processes")
                     for role in PAIR:

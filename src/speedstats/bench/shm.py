@@ -46,5 +46,6 @@ def shm_error(case, path=SHM_PATH, contenders=CONTENDERS):
         return None
     mib = 1 << 20
     return (f"{path} has {free / mib:.0f} MiB free, the {case.num_workers} dataloader workers per framework "
-            f"need about {need / mib:.0f} MiB (batches of {case.batch_size}x3x{case.input_size}x{case.input_size} "
+            f"need about {need / mib:.0f} MiB (batches "
+            f"of {case.batch_size}x3x{case.input_size}x{case.input_size} "
             f"float32, {PREFETCH_FACTOR} in flight per worker); not run: {FIX}")

@@ -2,8 +2,8 @@
 
     python -m speedstats.bench.worker --control DIR
 
-The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the worker through files in DIR, so that a DDP group
-started by a launcher (which owns the ranks' stdin and stdout) is steered the same way:
+The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the worker through files in DIR,
+so that a DDP group started by a launcher (which owns the ranks' stdin and stdout) is steered the same way:
 
     worker (rank 0) writes ready.json      after setup and warm-up
     runner writes      go-K                to start timed round K (every rank waits for it)
@@ -418,7 +418,8 @@ def main(argv=None):
         fw.sync()
         fw.barrier()
         if rank == 0:
-            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start, "pid": os.getpid(),
+            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start,
+                                                 "pid": os.getpid(),
                                                  "imported": imported_framework(spec.framework)})
         for k in range(spec.rounds):  # at most: the runner may end the rounds early (a stop file)
             if not _wait_for_round(control, k, deadline):

@@ -46,7 +46,8 @@ def register(subparsers):
                            "request's own workflow, so a fork can post anything under the bot's name. By "
                            "default the body is rendered here from the bundle's results.json")
     text.add_argument("--rerender", action="store_true",
-                      help="render the body from the bundle's results.json (the default; kept for old workflows)")
+                      help="render the body from the bundle's results.json (the default; kept for old "
+                           "workflows)")
     p.add_argument("--suite", metavar="FILE", help="suite whose thresholds rendering uses (default: the "
                                                    "built-in profile named in results.json, if any)")
     p.add_argument("--profile", metavar="NAME", help="built-in suite profile for rendering")
@@ -123,7 +124,8 @@ def post_from_artifact_command(args):
         raise UserError(f"--docs-base-url: must be an http(s) URL, got {args.docs_base_url!r}")
     client = make_client(args)
     if client is None:
-        raise UserError("token: none given; post-from-artifact needs one to read the run, even with --dry-run")
+        raise UserError("token: none given; post-from-artifact needs one to read the run, even with "
+                        "--dry-run")
 
     def run():
         where = f"artifact {args.artifact_name!r} of run {run_id}"
@@ -138,7 +140,8 @@ def post_from_artifact_command(args):
         body = bundle.body if args.verbatim else render_body(bundle, args)
         code = post_kind(args, target, client, SPEED_STATS, body)
         if args.docs_base_url:
-            link = docs_preview_text(args.docs_base_url.rstrip("/"), target.owner, target.name, target.pr_number)
+            link = docs_preview_text(args.docs_base_url.rstrip("/"), target.owner, target.name,
+                                     target.pr_number)
             code = code or post_kind(args, target, client, DOCS_PREVIEW, link, emit_url=False)
         if args.automerge_job:
             status = _GUARD_STATUS.get(workflow_run.conclusion or "", "success")

@@ -49,7 +49,8 @@ def register(subparsers):
     p.add_argument("--dest", default=DEFAULT_DEST, metavar="DIR",
                    help=f"folder for the wheel(s) (default: {DEFAULT_DEST}); emptied of earlier wheels first")
     add_common_options(p, pull_request=False, dry_run=False, author=False,
-                       deadline_note=f"; the download of the wheels has its own {DOWNLOAD_DEADLINE_S / 60:g} minutes")
+                       deadline_note=f"; the download of the wheels has its own {DOWNLOAD_DEADLINE_S / 60:g} "
+                                     "minutes")
     p.set_defaults(func=fetch_baseline_command)
 
 

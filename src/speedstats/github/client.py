@@ -228,7 +228,8 @@ class GitHubClient:
             if retry_after is not None:
                 wait = _parse_retry_after(retry_after)
                 why = f"GitHub answered {status} rate limit, Retry-After {retry_after}"
-            elif _header(exc.headers, "X-RateLimit-Remaining") == "0" and _header(exc.headers, "X-RateLimit-Reset"):
+            elif (_header(exc.headers, "X-RateLimit-Remaining") == "0"
+                  and _header(exc.headers, "X-RateLimit-Reset")):
                 wait = max(float(_header(exc.headers, "X-RateLimit-Reset")) - time.time(), 0) + 1
                 why = f"GitHub answered {status} rate limit until its reset"
             else:
@@ -379,7 +380,8 @@ class GitHubClient:
 
     def labels(self, target):
         issue = self._repo(target.repo).get_issue(target.pr_number)
-        return [label.name for label in self._call(f"list labels of {target}", lambda: list(issue.get_labels()))]
+        return [label.name for label in self._call(f"list labels of {target}",
+                                                   lambda: list(issue.get_labels()))]
 
     def remove_label(self, target, name):
         """Remove a label; False when it was not there (someone else removed it first)."""

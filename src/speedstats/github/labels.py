@@ -38,7 +38,8 @@ def check_label(name, where="--required-label"):
 def prepare(pr=None, repo=None, token=None, api_url=None, environ=None):
     """Everything the lookup needs, resolved (and checked) before anything is measured."""
     if actions_io.event_path(environ) is None and pr is None:
-        return LabelLookup(None, [], None, context.DEFAULT_API_URL, "no pull request event (GITHUB_EVENT_PATH)")
+        return LabelLookup(None, [], None, context.DEFAULT_API_URL,
+                           "no pull request event (GITHUB_EVENT_PATH)")
     try:
         target = context.resolve_target(pr=pr, repo=repo, environ=environ)
     except context.NoPullRequest:

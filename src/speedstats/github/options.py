@@ -16,8 +16,9 @@ AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own
 
 
 def add_common_options(parser, *, pull_request=True, dry_run=True, author=True, deadline_note=""):
-    """--repo, --token, --api-url and --github-deadline (deadline_note ends its help); with pull_request, --pr, --head-sha and --run-id (the pull request
-    to act on); with dry_run, --dry-run; with author, --author (whose comments are the bot's)."""
+    """--repo, --token, --api-url and --github-deadline (deadline_note ends its help); with pull_request,
+    --pr, --head-sha and --run-id (the pull request to act on); with dry_run, --dry-run; with author,
+    --author (whose comments are the bot's)."""
     if pull_request:
         parser.add_argument("--pr", type=int, metavar="N",
                             help="pull request number (default: the one of the triggering event)")

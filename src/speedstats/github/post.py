@@ -3,10 +3,10 @@
 Update mode keeps one comment per kind on a pull request. It finds the bot's comment by its marker
 on a comment by `author` (the CLI passes the token's own login, so a marker that someone else copied
 into their comment is neither taken as newer results nor edited) or, for a pull request that the old
-bot commented on, by the old bot's text; it edits that comment, or creates one. Find-then-create is not atomic, so after every
-write it lists again and, when two runs both created one, keeps the newest body (by the head commit's
-place in the pull request) in the oldest comment and deletes the others. Every run that sees the
-duplicates makes the same choice, so concurrent runs converge on one comment.
+bot commented on, by the old bot's text; it edits that comment, or creates one. Find-then-create is not
+atomic, so after every write it lists again and, when two runs both created one, keeps the newest body
+(by the head commit's place in the pull request) in the oldest comment and deletes the others. Every run
+that sees the duplicates makes the same choice, so concurrent runs converge on one comment.
 """
 from __future__ import annotations
 
@@ -133,7 +133,8 @@ def resolve_duplicates(client, target, kind, comments, author=None, order=None, 
         if comment is not keep:
             client.delete_comment(comment)
     if len(mine) > 1:
-        client.notice(f"{target}: {len(mine)} {kind} comments found (concurrent runs); kept comment {keep.id}")
+        client.notice(f"{target}: {len(mine)} {kind} comments found (concurrent runs); kept "
+                      f"comment {keep.id}")
     return keep
 
 
@@ -172,12 +173,14 @@ def post_comment(client, target, kind, body, mode="update", author=None, dry_run
         if dry_run:
             _print_plan(out, [create_url], full)
             return Outcome("dry-run", "dry run")
-        created = client.create_comment(target, full, lambda cs: next((c for c in cs if c.body == full), None))
+        created = client.create_comment(target, full,
+                                        lambda cs: next((c for c in cs if c.body == full), None))
         return Outcome("created", f"{target}: created comment {created.id}", created)
 
     mine = own_comments(comments, kind, author)
     legacy = legacy_comments(comments, kind, author)
-    existing = min(mine, key=lambda c: c.id) if mine else (max(legacy, key=lambda c: c.id) if legacy else None)
+    existing = (min(mine, key=lambda c: c.id) if mine
+                else (max(legacy, key=lambda c: c.id) if legacy else None))
     order = HeadOrder(client, target, current_head)
     existing_marker = parse_marker(existing.body) if existing is not None else None
     if existing is not None:
