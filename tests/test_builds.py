@@ -399,6 +399,7 @@ def test_the_slow_build_edits_only_conv2d_forward(tmp_path):
     assert edited.replace(oneflow_builds._SLOW_CONV2D_FORWARD, oneflow_builds._CONV2D_FORWARD) == original
 
 
+@pytest.mark.frameworks  # reads the installed OneFlow's conv.py
 def test_the_slowdown_build_edits_only_conv2d_forward_with_its_share(tmp_path):
     import importlib.util
 
