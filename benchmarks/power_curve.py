@@ -75,14 +75,14 @@ def one_run(work, cache, head, base=None):
     start = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     wall = time.monotonic() - start
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1, 7):  # 7: measured on a disturbed machine, counted below
         sys.exit(f"speedstats run exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     case = json.loads((out / "results.json").read_text())["cases"][0]
     paired = case.get("paired") or {}
     outcome = paired.get("verdict")
     if outcome == "inconclusive" and paired.get("leaning"):
         outcome = paired["leaning"]
-    return {"exit": proc.returncode, "wall_s": wall, "outcome": outcome, "ratio": paired.get("ratio"),
+    return {"exit": proc.returncode, "disturbed": proc.returncode == 7, "wall_s": wall, "outcome": outcome, "ratio": paired.get("ratio"),
             "low": paired.get("low"), "high": paired.get("high"), "rounds": paired.get("rounds"),
             "stopped": paired.get("stopped")}
 
@@ -107,6 +107,8 @@ def report(conditions, runs, head_only):
               + " | ".join(f"{counts[o]}/{len(rows)}" for o in OUTCOMES)
               + f" | {statistics.median(rounds):g} ({max(rounds)}) | {statistics.median(walls):.2f}x "
               f"({max(walls):.2f}x) |")
+    disturbed = sum(1 for rows in runs.values() for r in rows if r.get("disturbed"))
+    print(f"runs marked disturbed (exit 7, the machine not quiet): {disturbed}")
     return summary, base_wall
 
 
