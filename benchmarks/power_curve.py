@@ -82,9 +82,9 @@ def one_run(work, cache, head, base=None):
     outcome = paired.get("verdict")
     if outcome == "inconclusive" and paired.get("leaning"):
         outcome = paired["leaning"]
-    return {"exit": proc.returncode, "disturbed": proc.returncode == 7, "wall_s": wall, "outcome": outcome, "ratio": paired.get("ratio"),
-            "low": paired.get("low"), "high": paired.get("high"), "rounds": paired.get("rounds"),
-            "stopped": paired.get("stopped")}
+    return {"exit": proc.returncode, "disturbed": proc.returncode == 7, "wall_s": wall, "outcome": outcome,
+            "ratio": paired.get("ratio"), "low": paired.get("low"), "high": paired.get("high"),
+            "rounds": paired.get("rounds"), "stopped": paired.get("stopped")}
 
 
 def report(conditions, runs, head_only):
