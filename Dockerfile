@@ -22,7 +22,7 @@ RUN apt-get update \
 # The NVIDIA runtime gives the container every GPU with compute (CUDA) and utility (NVML: the GPU's
 # name, its state around each round, the driver). No NVIDIA_REQUIRE_CUDA: the pinned torch is a CUDA
 # 13.0 build, but a workflow may pick an older PyTorch build for an older driver; `speedstats run`
-# checks the driver against each build through NVML instead (docs/runner-driver.md).
+# checks the driver against each build through NVML instead (docs/runner.md).
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
