@@ -180,6 +180,13 @@ def read_bundle(directory):
 
 def read_bundle_zip(data, where="artifact"):
     """A Bundle from an artifact's zip: the files at its root, or in its one top-level folder."""
+    return read_artifact_zip(data, where, MANIFEST_NAME, bundle_from_files)
+
+
+def read_artifact_zip(data, where, manifest_name, from_files):
+    """from_files(read, where) over an artifact's zip: its files at the root, or in its one top-level
+    folder (the one holding manifest_name), each within MAX_FILE_BYTES, the archive within
+    MAX_ARCHIVE_BYTES; a damaged archive is a UserError naming `where`."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise UserError(f"{where}: archive larger than {MAX_ARCHIVE_BYTES} bytes")
     try:
@@ -189,10 +196,10 @@ def read_bundle_zip(data, where="artifact"):
     with archive:
         members = {info.filename: info for info in archive.infolist() if not info.is_dir()}
         prefix = ""
-        if MANIFEST_NAME not in members:
-            nested = [name for name in members if name.count("/") == 1 and name.endswith("/" + MANIFEST_NAME)]
+        if manifest_name not in members:
+            nested = [name for name in members if name.count("/") == 1 and name.endswith("/" + manifest_name)]
             if len(nested) == 1:
-                prefix = nested[0][: -len(MANIFEST_NAME)]
+                prefix = nested[0][: -len(manifest_name)]
 
         def read(name):
             info = members.get(prefix + name)
@@ -204,8 +211,7 @@ def read_bundle_zip(data, where="artifact"):
                 return f.read(MAX_FILE_BYTES + 1)
 
         try:
-            return bundle_from_files(read, where)
+            return from_files(read, where)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, zlib.error,
-                EOFError,
-                OSError) as exc:  # zlib.error: compressed bytes that do not decompress
+                EOFError, OSError) as exc:  # zlib.error: compressed bytes that do not decompress
             raise UserError(f"{where}: unreadable archive member: {one_line(exc, 200)}") from None

@@ -18,19 +18,16 @@ letters, digits, '.', '_' and '-'.
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from speedstats import actions_io
 from speedstats import results as results_model
 from speedstats.actions_io import check_repo, check_sha
-from speedstats.bundle import MAX_ARCHIVE_BYTES, MAX_FILE_BYTES, _text
+from speedstats.bundle import MAX_ARCHIVE_BYTES, MAX_FILE_BYTES, _text, read_artifact_zip
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
@@ -242,34 +239,7 @@ def read_shard_dir(directory):
 
 def read_shard_zip(data, where):
     """A Shard from an artifact's zip: the files at its root, or in its one top-level folder."""
-    if len(data) > MAX_ARCHIVE_BYTES:
-        raise UserError(f"{where}: archive larger than {MAX_ARCHIVE_BYTES} bytes")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise UserError(f"{where}: not a zip archive") from None
-    with archive:
-        members = {info.filename: info for info in archive.infolist() if not info.is_dir()}
-        prefix = ""
-        if MANIFEST_NAME not in members:
-            nested = [n for n in members if n.count("/") == 1 and n.endswith("/" + MANIFEST_NAME)]
-            if len(nested) == 1:
-                prefix = nested[0][: -len(MANIFEST_NAME)]
-
-        def read(name):
-            info = members.get(prefix + name)
-            if info is None:
-                return None
-            if info.file_size > MAX_FILE_BYTES:
-                raise UserError(f"{where}: {name} is larger than {MAX_FILE_BYTES} bytes")
-            with archive.open(info) as f:
-                return f.read(MAX_FILE_BYTES + 1)
-
-        try:
-            return shard_from_files(read, where)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, zlib.error,
-                EOFError, OSError) as exc:
-            raise UserError(f"{where}: unreadable archive member: {one_line(exc, 200)}") from None
+    return read_artifact_zip(data, where, MANIFEST_NAME, shard_from_files)
 
 
 def collect_folders(root):
