@@ -165,17 +165,23 @@ def bundle_from_files(read, where):
 
 
 def read_bundle(directory):
+    return read_artifact_dir(directory, "bundle", bundle_from_files)
+
+
+def read_artifact_dir(directory, kind, from_files):
+    """from_files(read, where) over a downloaded artifact's folder, each file within MAX_FILE_BYTES."""
     directory = Path(directory)
+    where = f"{kind} {directory}"
 
     def read(name):
         path = directory / name
         if not path.is_file():
             return None
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(f"bundle {directory}: {name} is larger than {MAX_FILE_BYTES} bytes")
+            raise UserError(f"{where}: {name} is larger than {MAX_FILE_BYTES} bytes")
         return path.read_bytes()
 
-    return bundle_from_files(read, f"bundle {directory}")
+    return from_files(read, where)
 
 
 def read_bundle_zip(data, where="artifact"):

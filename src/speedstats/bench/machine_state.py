@@ -71,12 +71,9 @@ def cpu_ticks(cpus, stat_path="/proc/stat"):
 
 def process_ticks(pid):
     """(start time, utime + stime + cutime + cstime) of a process, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read()
-    except OSError:
+    fields = processes.stat_fields(pid)
+    if fields is None:
         return None
-    fields = text[text.rindex(b")") + 2 :].split()
     return int(fields[19]), sum(int(v) for v in fields[11:15])
 
 

@@ -50,14 +50,22 @@ def die_with_parent(expected_parent=None):
         os._exit(1)  # the parent died before PR_SET_PDEATHSIG took effect
 
 
-def _stat(pid):
-    """(parent pid, state letter, start time) of a process, or None when it is gone."""
+def stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (fields[0] is the state), or None when the
+    process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read()
     except OSError:
         return None
-    fields = text[text.rindex(b")") + 2:].split()
+    return text[text.rindex(b")") + 2:].split()
+
+
+def _stat(pid):
+    """(parent pid, state letter, start time) of a process, or None when it is gone."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     return int(fields[1]), fields[0].decode(), int(fields[19])
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from speedstats import actions_io
 from speedstats import results as results_model
 from speedstats.actions_io import check_repo, check_sha
-from speedstats.bundle import MAX_ARCHIVE_BYTES, MAX_FILE_BYTES, _text, read_artifact_zip
+from speedstats.bundle import MAX_ARCHIVE_BYTES, _text, read_artifact_dir, read_artifact_zip
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
@@ -224,17 +224,7 @@ def shard_from_files(read, where):
 
 
 def read_shard_dir(directory):
-    directory = Path(directory)
-
-    def read(name):
-        path = directory / name
-        if not path.is_file():
-            return None
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(f"shard {directory}: {name} is larger than {MAX_FILE_BYTES} bytes")
-        return path.read_bytes()
-
-    return shard_from_files(read, f"shard {directory}")
+    return read_artifact_dir(directory, "shard", shard_from_files)
 
 
 def read_shard_zip(data, where):
