@@ -108,7 +108,7 @@ def main():
                     f"{run['remeasured_rounds']} rounds measured again, {run['wall_s']}s",
                     flush=True,
                 )
-        example = " ".join(command(Path("WORK"), Path("OUT")))
+        example = " ".join(["python"] + command(Path("WORK"), Path("OUT"))[1:])
     busy = [r for r in runs if r["busy"]]
     quiet = [r for r in runs if not r["busy"]]
     marked_busy = sum(r["marked"] for r in busy)
