@@ -1,7 +1,8 @@
 """The old job's own script against `speedstats run` in old-bot mode, side by side on this machine.
 
     .venv/bin/python benchmarks/parity_with_old_script.py --models-checkout DIR [--pairs N]
-        [--device cpu|cuda] [--shape BS,H,W ...] [--times N] [--torch110-zero-grad] [--ddp] [--out FILE]
+        [--device cpu|cuda] [--shape BS,H,W ...] [--times N] [--torch110-zero-grad]
+        [--ddp | --ddp-only] [--shared-model-too] [--out FILE]
 
 DIR is a checkout of Oneflow-Inc/models; nothing of it is copied into this project. Its
 scripts/compare_speed_with_pytorch.py runs from a patched copy in a temporary folder (the checkout
@@ -17,10 +18,14 @@ is. The copy's edits, each checked to match exactly once:
 
 Per case shape, N pairs: the old script once (OneFlow then PyTorch in one process, 5 warm-up
 iterations, --times timed, --no-show-memory as the old job passed it) and `speedstats run` once with a
-one-case old-bot suite of the same shape, iterations and warm-up; the order flips every pair. Both
+one-case old-bot suite of the same shape, iterations and warm-up; the order turns every pair. Both
 get the default profile's `env:` (the old test container's variables; the DDP cases'
 OMP_NUM_THREADS=1 too). Prints a table of the median of the per-pair differences
 (speedstats / old script - 1) of each framework's time and of the relative speed, and the command.
+
+--shared-model-too adds a third side to every pair: the old script with a model file that builds
+speedstats' own ResNet50 (speedstats.bench.models) instead of the old one. It tells the model apart
+from the harness: the table then also compares it with the old script and with speedstats.
 """
 
 import argparse
@@ -184,67 +189,94 @@ def parse_shape(text):
     return [parts[0], 3, parts[1], parts[2]]
 
 
-def median_change(pairs, index):
-    return statistics.median(ss[index] / old[index] - 1 for old, ss in pairs)
+def median_changes(pairs, side, against):
+    """Per framework and for the relative speed: the median over pairs of side / against - 1."""
+    return {
+        name: statistics.median(p[side][i] / p[against][i] - 1 for p in pairs)
+        for i, name in enumerate(("oneflow", "pytorch", "relative"))
+    }
 
 
-def measure_case(args, script, model, shape, ddp):
+def measure_case(args, script, model, shape, ddp, shared_model=None):
     suite_env = dict(load_suite(profile="default").env)
     if ddp:
         suite_env["OMP_NUM_THREADS"] = "1"  # as the old job exported before its DDP runs
     old_env = subprocess_env("oneflow", extra=suite_env)
     pairs = []
     label = f"{shape}{' ddp' if ddp else ''}"
+    sides = ["old", "speedstats"] + (["old-shared-model"] if shared_model else [])
     for k in range(args.pairs):
         figures = {}
-        order = ("old", "speedstats") if k % 2 == 0 else ("speedstats", "old")
+        order = sides[k % len(sides) :] + sides[: k % len(sides)]  # each side takes each place in turn
         for side in order:
             with tempfile.TemporaryDirectory() as tmp:
                 if side == "old":
                     of, pt = run_old_script(script, model, shape, args.times, ddp, old_env)
+                elif side == "old-shared-model":
+                    of, pt = run_old_script(script, shared_model, shape, args.times, ddp, old_env)
                 else:
                     of, pt = run_speedstats(Path(tmp), shape, args.times, ddp, suite_env, args.device)
             figures[side] = (of, pt, pt / of)
-        pairs.append((figures["old"], figures["speedstats"]))
-        old, ss = figures["old"], figures["speedstats"]
+        pairs.append(figures)
+        text = ", ".join(
+            f"{side}: OneFlow {f[0]:.1f} ms, PyTorch {f[1]:.1f} ms, relative {f[2]:.3f}"
+            for side, f in figures.items()
+        )
         print(
-            f"# {label} pair {k + 1}/{args.pairs} ({' first, '.join(order)} second): OneFlow {old[0]:.1f} / "
-            f"{ss[0]:.1f} ms, PyTorch {old[1]:.1f} / {ss[1]:.1f} ms, relative {old[2]:.3f} / {ss[2]:.3f} "
-            f"(old script / speedstats), load average {os.getloadavg()[0]:.2f}",
+            f"# {label} pair {k + 1}/{args.pairs} (order {', '.join(order)}): {text}; "
+            f"load average {os.getloadavg()[0]:.2f}",
             file=sys.stderr,
             flush=True,
         )
+    changes = {"speedstats": median_changes(pairs, "speedstats", "old")}
+    if shared_model:
+        changes["old-shared-model"] = median_changes(pairs, "old-shared-model", "old")
+        changes["speedstats-vs-old-shared-model"] = median_changes(pairs, "speedstats", "old-shared-model")
     return {
         "shape": shape,
         "ddp": ddp,
-        "pairs": [{"old": list(o), "speedstats": list(s)} for o, s in pairs],
-        "median_change": {
-            name: median_change(pairs, i) for i, name in enumerate(("oneflow", "pytorch", "relative"))
-        },
-        "median_old": [statistics.median(o[i] for o, _ in pairs) for i in range(3)],
-        "median_speedstats": [statistics.median(s[i] for _, s in pairs) for i in range(3)],
+        "pairs": [{side: list(f) for side, f in figures.items()} for figures in pairs],
+        "median_changes": changes,
+        "medians": {side: [statistics.median(p[side][i] for p in pairs) for i in range(3)] for side in sides},
     }
 
 
 def table(cases):
     header = (
-        "| case | pairs | OneFlow ms: old, speedstats, change | PyTorch ms: old, speedstats, change | "
-        "relative speed: old, speedstats, change |"
+        "| case | pairs | side against | OneFlow ms: against, side, change | "
+        "PyTorch ms: against, side, change | relative speed: against, side, change |"
     )
-    rows = [header, "|---|---|---|---|---|"]
+    rows = [header, "|---|---|---|---|---|---|"]
     for case in cases:
-        old, ss, change = case["median_old"], case["median_speedstats"], case["median_change"]
-        cells = [
-            f"{old[i]:.1f}, {ss[i]:.1f}, {change[name] * 100:+.1f}%"
-            for i, name in enumerate(("oneflow", "pytorch"))
-        ]
-        cells.append(f"{old[2]:.3f}, {ss[2]:.3f}, {change['relative'] * 100:+.1f}%")
-        rows.append(
-            f"| {case['shape']}{', ddp' if case['ddp'] else ''} | {len(case['pairs'])} | "
-            + " | ".join(cells)
-            + " |"
-        )
+        for side, against in (
+            ("speedstats", "old"),
+            ("old-shared-model", "old"),
+            ("speedstats", "old-shared-model"),
+        ):
+            if side not in case["medians"] or against not in case["medians"]:
+                continue
+            a, b = case["medians"][against], case["medians"][side]
+            change = case["median_changes"][side if against == "old" else f"{side}-vs-{against}"]
+            cells = [
+                f"{a[i]:.1f}, {b[i]:.1f}, {change[name] * 100:+.1f}%"
+                for i, name in enumerate(("oneflow", "pytorch"))
+            ]
+            cells.append(f"{a[2]:.3f}, {b[2]:.3f}, {change['relative'] * 100:+.1f}%")
+            rows.append(
+                f"| {case['shape']}{', ddp' if case['ddp'] else ''} | {len(case['pairs'])} | "
+                f"{side} against {against} | " + " | ".join(cells) + " |"
+            )
     return "\n".join(rows)
+
+
+SHARED_MODEL_FILE = """\
+import oneflow as flow
+from speedstats.bench.models import resnet50 as shared_resnet50
+
+
+def resnet50():
+    return shared_resnet50(flow.nn, image_size={image_size})
+"""
 
 
 def main():
@@ -268,6 +300,12 @@ def main():
         help="the old script with torch 1.10's zero_grad (set_to_none=False)",
     )
     parser.add_argument("--ddp", action="store_true", help="also each shape with DDP, 2 ranks")
+    parser.add_argument("--ddp-only", action="store_true", help="each shape with DDP, 2 ranks, only")
+    parser.add_argument(
+        "--shared-model-too",
+        action="store_true",
+        help="a third side: the old script running speedstats' ResNet50 instead of the old model file",
+    )
     parser.add_argument("--out", type=Path, help="write every pair's figures here as JSON")
     args = parser.parse_args()
     if args.pairs < 1 or args.times < 1:
@@ -296,8 +334,16 @@ def main():
                 encoding="utf-8",
             )
             for shape in args.shape or [[2, 3, 224, 224]]:
-                for ddp in (False, True) if args.ddp else (False,):
-                    cases.append(measure_case(args, script, model, shape, ddp))
+                for ddp in (True,) if args.ddp_only else (False, True) if args.ddp else (False,):
+                    shared_model = None
+                    if args.shared_model_too:
+                        # The old script rewrites a model file's imports for PyTorch (torch as flow), so
+                        # this file builds speedstats' ResNet50 under either framework.
+                        shared_model = Path(tmp) / f"shared_resnet50_{shape[2]}.py"
+                        shared_model.write_text(
+                            SHARED_MODEL_FILE.format(image_size=shape[2]), encoding="utf-8"
+                        )
+                    cases.append(measure_case(args, script, model, shape, ddp, shared_model))
     except Failed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -314,7 +360,7 @@ def main():
     print(table(cases))
     print(
         f"\ntorch {versions['torch']}, oneflow {versions['oneflow']}, {args.times} timed iterations after "
-        f"{OLD_WARMUP} warm-up; change = median over pairs of (speedstats / old script - 1)\n"
+        f"{OLD_WARMUP} warm-up; change = median over pairs of (side / against - 1)\n"
         f"command: {command}"
     )
     if args.out:
