@@ -189,6 +189,10 @@ def parse_shape(text):
     return [parts[0], 3, parts[1], parts[2]]
 
 
+# What the table compares, side against against, where both sides ran.
+COMPARISONS = (("speedstats", "old"), ("old-shared-model", "old"), ("speedstats", "old-shared-model"))
+
+
 def median_changes(pairs, side, against):
     """Per framework and for the relative speed: the median over pairs of side / against - 1."""
     return {
@@ -205,15 +209,14 @@ def measure_case(args, script, model, shape, ddp, shared_model=None):
     pairs = []
     label = f"{shape}{' ddp' if ddp else ''}"
     sides = ["old", "speedstats"] + (["old-shared-model"] if shared_model else [])
+    old_models = {"old": model, "old-shared-model": shared_model}  # the sides the old script runs
     for k in range(args.pairs):
         figures = {}
         order = sides[k % len(sides) :] + sides[: k % len(sides)]  # each side takes each place in turn
         for side in order:
             with tempfile.TemporaryDirectory() as tmp:
-                if side == "old":
-                    of, pt = run_old_script(script, model, shape, args.times, ddp, old_env)
-                elif side == "old-shared-model":
-                    of, pt = run_old_script(script, shared_model, shape, args.times, ddp, old_env)
+                if side in old_models:
+                    of, pt = run_old_script(script, old_models[side], shape, args.times, ddp, old_env)
                 else:
                     of, pt = run_speedstats(Path(tmp), shape, args.times, ddp, suite_env, args.device)
             figures[side] = (of, pt, pt / of)
@@ -228,15 +231,15 @@ def measure_case(args, script, model, shape, ddp, shared_model=None):
             file=sys.stderr,
             flush=True,
         )
-    changes = {"speedstats": median_changes(pairs, "speedstats", "old")}
-    if shared_model:
-        changes["old-shared-model"] = median_changes(pairs, "old-shared-model", "old")
-        changes["speedstats-vs-old-shared-model"] = median_changes(pairs, "speedstats", "old-shared-model")
     return {
         "shape": shape,
         "ddp": ddp,
         "pairs": [{side: list(f) for side, f in figures.items()} for figures in pairs],
-        "median_changes": changes,
+        "median_changes": {
+            f"{side} against {against}": median_changes(pairs, side, against)
+            for side, against in COMPARISONS
+            if side in sides and against in sides
+        },
         "medians": {side: [statistics.median(p[side][i] for p in pairs) for i in range(3)] for side in sides},
     }
 
@@ -248,15 +251,9 @@ def table(cases):
     )
     rows = [header, "|---|---|---|---|---|---|"]
     for case in cases:
-        for side, against in (
-            ("speedstats", "old"),
-            ("old-shared-model", "old"),
-            ("speedstats", "old-shared-model"),
-        ):
-            if side not in case["medians"] or against not in case["medians"]:
-                continue
+        for comparison, change in case["median_changes"].items():
+            side, against = comparison.split(" against ")
             a, b = case["medians"][against], case["medians"][side]
-            change = case["median_changes"][side if against == "old" else f"{side}-vs-{against}"]
             cells = [
                 f"{a[i]:.1f}, {b[i]:.1f}, {change[name] * 100:+.1f}%"
                 for i, name in enumerate(("oneflow", "pytorch"))
@@ -264,7 +261,7 @@ def table(cases):
             cells.append(f"{a[2]:.3f}, {b[2]:.3f}, {change['relative'] * 100:+.1f}%")
             rows.append(
                 f"| {case['shape']}{', ddp' if case['ddp'] else ''} | {len(case['pairs'])} | "
-                f"{side} against {against} | " + " | ".join(cells) + " |"
+                f"{comparison} | " + " | ".join(cells) + " |"
             )
     return "\n".join(rows)
 
