@@ -296,8 +296,9 @@ def main():
         action="store_true",
         help="the old script with torch 1.10's zero_grad (set_to_none=False)",
     )
-    parser.add_argument("--ddp", action="store_true", help="also each shape with DDP, 2 ranks")
-    parser.add_argument("--ddp-only", action="store_true", help="each shape with DDP, 2 ranks, only")
+    ddp = parser.add_mutually_exclusive_group()
+    ddp.add_argument("--ddp", action="store_true", help="also each shape with DDP, 2 ranks")
+    ddp.add_argument("--ddp-only", action="store_true", help="each shape with DDP, 2 ranks, only")
     parser.add_argument(
         "--shared-model-too",
         action="store_true",
@@ -330,16 +331,15 @@ def main():
                 ),
                 encoding="utf-8",
             )
+            ddp_variants = (True,) if args.ddp_only else (False, True) if args.ddp else (False,)
             for shape in args.shape or [[2, 3, 224, 224]]:
-                for ddp in (True,) if args.ddp_only else (False, True) if args.ddp else (False,):
-                    shared_model = None
-                    if args.shared_model_too:
-                        # The old script rewrites a model file's imports for PyTorch (torch as flow), so
-                        # this file builds speedstats' ResNet50 under either framework.
-                        shared_model = Path(tmp) / f"shared_resnet50_{shape[2]}.py"
-                        shared_model.write_text(
-                            SHARED_MODEL_FILE.format(image_size=shape[2]), encoding="utf-8"
-                        )
+                shared_model = None
+                if args.shared_model_too:
+                    # The old script rewrites a model file's imports for PyTorch (torch as flow), so
+                    # this file builds speedstats' ResNet50 under either framework.
+                    shared_model = Path(tmp) / f"shared_resnet50_{shape[2]}.py"
+                    shared_model.write_text(SHARED_MODEL_FILE.format(image_size=shape[2]), encoding="utf-8")
+                for ddp in ddp_variants:
                     cases.append(measure_case(args, script, model, shape, ddp, shared_model))
     except Failed as exc:
         print(f"error: {exc}", file=sys.stderr)
