@@ -2,6 +2,7 @@
 CPU with real processes, the driver check, and what a disturbed round or case is said to be."""
 
 import json
+import mmap
 import os
 import subprocess
 import sys
@@ -319,6 +320,44 @@ def test_the_runs_own_busy_child_alone_is_not_other_cpu_time():
     assert child > 0.05 and own >= child - 0.05
     # On one CPU that the own child keeps busy, what is left for others is at most the rest.
     assert cpu["cpu"]["other_cores"] <= 1 - child + 0.1
+
+
+WORKER = """
+import mmap, sys, time
+sys.stdin.readline()
+memory = mmap.mmap(-1, 64 << 20)
+memory.madvise(mmap.MADV_NOHUGEPAGE)  # small pages whatever the machine's transparent huge pages
+for i in range(0, len(memory), mmap.PAGESIZE):
+    memory[i] = 1
+end = time.process_time() + 0.3
+while time.process_time() < end:
+    pass
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_round_records_the_workers_cpu_seconds_and_page_faults_and_only_the_rounds():
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        time.sleep(0.3)  # the interpreter's own start-up falls before the round
+        cpus = machine_state.cpu_set()
+        begin = machine_state.cpu_begin(cpus, [worker.pid])
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        assert worker.stdout.readline() == "done\n"
+        cpu = machine_state.cpu_end(begin, cpus, [worker.pid])
+    finally:
+        worker.kill()
+        worker.wait()
+    pages = (64 << 20) // mmap.PAGESIZE  # touched one by one, each faulted in once
+    assert pages <= cpu["worker_minor_faults"] < pages + 2000
+    assert cpu["worker_user_s"] + cpu["worker_system_s"] >= 0.25
+    assert cpu["worker_system_s"] > 0  # the kernel's side of the faults
+    # A process gone before the round ends counts nothing, never less than nothing.
+    cpu = machine_state.cpu_end(begin, cpus, [worker.pid])
+    assert (cpu["worker_minor_faults"], cpu["worker_user_s"], cpu["worker_system_s"]) == (0, 0, 0)
 
 
 def test_cpu_pressure_is_read_where_the_kernel_has_it_and_null_with_the_reason_where_not(tmp_path):

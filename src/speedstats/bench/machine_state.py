@@ -16,7 +16,10 @@ Per round (results.json, each framework's `round_states`, one per kept round):
 - cpu.pressure_some_avg10 and cpu.pressure_some_share (of the round's wall time, from the `total`
   microseconds) from /proc/pressure/cpu; null with `pressure_null_reason` without PSI.
 - cpu.nonvoluntary_switches: the timed worker's processes' involuntary context switches
-  (/proc/PID/status) during the round; cpu.loadavg: the 1-minute load average at start and end.
+  (/proc/PID/status) during the round; cpu.worker_user_s, cpu.worker_system_s and
+  cpu.worker_minor_faults: their user and system CPU seconds and minor page faults (/proc/PID/stat),
+  summed over the worker's processes (a DDP launcher and its ranks); cpu.loadavg: the 1-minute load
+  average at start and end.
 - gpus: for each GPU of the run, at the round's end (the GPU has just worked; at the start it may be
   idle between rounds): SM and memory clocks and their maxima, the clocks-event reasons, temperature,
   power draw and the enforced limit; and the compute processes seen at start or end that are not the
@@ -100,6 +103,19 @@ def nonvoluntary_switches(pids):
     return total
 
 
+def worker_counters(pids):
+    """(minor page faults, user ticks, system ticks) of the given processes, summed; a process that
+    is gone counts nothing."""
+    faults = user = system = 0
+    for pid in pids:
+        fields = processes.stat_fields(pid)
+        if fields is not None:
+            faults += int(fields[7])
+            user += int(fields[11])
+            system += int(fields[12])
+    return faults, user, system
+
+
 def cpu_pressure(path=PRESSURE_PATH):
     """({"avg10": percent, "total_us": microseconds}, None) of the 'some' line, or (None, reason)."""
     try:
@@ -131,6 +147,7 @@ def cpu_begin(cpus, worker_pids):
         "own": own_ticks(),
         "pressure": pressure,
         "switches": nonvoluntary_switches(worker_pids),
+        "counters": worker_counters(worker_pids),
         "load": load_1min(),
     }
 
@@ -143,6 +160,8 @@ def cpu_end(begin, cpus, worker_pids):
     own_delta = sum(t for _, t in own.values()) - sum(t for _, t in begin["own"].values())
     other = (busy - begin["ticks"][0]) - own_delta - len(cpus)
     pressure, reason = cpu_pressure()
+    counted = zip(worker_counters(worker_pids), begin["counters"])
+    faults, user, system = (max(0, end - start) for end, start in counted)
     state = {
         "cores": len(cpus),
         "wall_s": round(wall, 6),
@@ -154,6 +173,9 @@ def cpu_end(begin, cpus, worker_pids):
         "pressure_some_share": None,
         "pressure_null_reason": reason,
         "nonvoluntary_switches": nonvoluntary_switches(worker_pids) - begin["switches"],
+        "worker_user_s": round(user / CLK_TCK, 3),
+        "worker_system_s": round(system / CLK_TCK, 3),
+        "worker_minor_faults": faults,
         "loadavg": [begin["load"], load_1min()],
     }
     if pressure is not None and begin["pressure"] is not None:
