@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/parity_with_old_script.py --models-checkout DIR [--pairs N]
         [--device cpu|cuda] [--shape BS,H,W ...] [--times N] [--torch110-zero-grad]
-        [--ddp | --ddp-only] [--shared-model-too] [--out FILE]
+        [--ddp | --ddp-only] [--shared-model-too] [--bare-too] [--out FILE]
 
 DIR is a checkout of Oneflow-Inc/models; nothing of it is copied into this project. Its
 scripts/compare_speed_with_pytorch.py runs from a patched copy in a temporary folder (the checkout
@@ -14,7 +14,9 @@ is. The copy's edits, each checked to match exactly once:
 - printing: OneFlow 0.9.0 sets RANK=-1 in a process that no launcher started, and the script's
   print_rank_0 then prints nothing; a rank of -1 counts as rank 0 (a DDP run prints on rank 0);
 - with --torch110-zero-grad, `optimizer.zero_grad(set_to_none=False)`: torch 1.10's default, which
-  the old job ran. Since torch 2.0 the default sets gradients to None and step() then updates nothing.
+  the old job ran. Since torch 2.0 the default sets gradients to None and step() then updates nothing;
+- every rank prints its getrusage (user and system CPU seconds, minor page faults) of the timed loop,
+  read outside the clock.
 
 Per case shape, N pairs: the old script once (OneFlow then PyTorch in one process, 5 warm-up
 iterations, --times timed, --no-show-memory as the old job passed it) and `speedstats run` once with a
@@ -26,6 +28,13 @@ OMP_NUM_THREADS=1 too). Prints a table of the median of the per-pair differences
 --shared-model-too adds a third side to every pair: the old script with a model file that builds
 speedstats' own ResNet50 (speedstats.bench.models) instead of the old one. It tells the model apart
 from the harness: the table then also compares it with the old script and with speedstats.
+
+--bare-too adds another side: benchmarks/bare_loop.py, speedstats' old-bot step in a plain loop, one
+process per framework under the launcher speedstats uses, without runner, control files or pauses. It
+tells speedstats' harness apart from the old script's process (both frameworks in one).
+
+A second table gives each side's user and system CPU seconds and minor page faults per timed
+iteration, summed over the ranks (speedstats' from the round's state in results.json).
 """
 
 import argparse
@@ -54,6 +63,27 @@ TIME_LINE = re.compile(
 )
 
 
+USAGE_START = "            _usage = __import__('resource').getrusage(0)\n            start = time.time()\n"
+# Printed by every rank of the patched old script after its timed loop (outside the clock).
+USAGE_LINE = (
+    "    _after = __import__('resource').getrusage(0)\n"
+    "    print('# usage ' + ('oneflow' if test_oneflow else 'pytorch'), _after.ru_utime - _usage.ru_utime,"
+    " _after.ru_stime - _usage.ru_stime, _after.ru_minflt - _usage.ru_minflt, flush=True)\n"
+)
+USAGE = re.compile(r"^# usage (oneflow|pytorch) ([0-9.e-]+) ([0-9.e-]+) ([0-9]+)$", re.MULTILINE)
+USAGE_FIELDS = ("user_s", "system_s", "minor_faults")
+
+
+def usage_totals(records):
+    """{framework: {user_s, system_s, minor_faults}} summed over ranks, from (framework, *values)."""
+    totals = {}
+    for framework, *values in records:
+        into = totals.setdefault(framework, dict.fromkeys(USAGE_FIELDS, 0))
+        for name, value in zip(USAGE_FIELDS, values):
+            into[name] += float(value)
+    return totals
+
+
 class Failed(Exception):
     pass
 
@@ -72,6 +102,10 @@ def patch_old_script(text, device, torch110_zero_grad):
         ]
     if torch110_zero_grad:
         edits.append(("optimizer.zero_grad()", "optimizer.zero_grad(set_to_none=False)", 1))
+    edits += [
+        ("            start = time.time()\n", USAGE_START, 1),
+        ("    end = time.time()\n", "    end = time.time()\n" + USAGE_LINE, 1),
+    ]
     for old, new, count in edits:
         found = text.count(old)
         if found != count:
@@ -113,7 +147,7 @@ def run_old_script(script, model, shape, times, ddp, env):
     if proc.returncode != 0 or set(found) != {"OneFlow", "PyTorch"}:
         tail = " | ".join(proc.stdout.strip().splitlines()[-5:])
         raise Failed(f"old script exited {proc.returncode} without both time lines: {tail}")
-    return found["OneFlow"], found["PyTorch"]
+    return found["OneFlow"], found["PyTorch"], usage_totals(USAGE.findall(proc.stdout))
 
 
 def suite_text(shape, times, ddp, env):
@@ -171,7 +205,40 @@ def run_speedstats(tmp, shape, times, ddp, env, device):
     of, pt = case["frameworks"]["oneflow"], case["frameworks"]["pytorch"]
     if of["per_iter_s"] is None or pt["per_iter_s"] is None:
         raise Failed(f"speedstats run: {of['error'] or pt['error']}")
-    return of["per_iter_s"] * 1000, pt["per_iter_s"] * 1000
+    usage = {}
+    for name, framework in (("oneflow", of), ("pytorch", pt)):
+        cpu = framework["round_states"][0]["cpu"]  # one round; the worker's processes, ranks summed
+        usage[name] = dict(zip(USAGE_FIELDS, (cpu[f"worker_{field}"] for field in USAGE_FIELDS)))
+    return of["per_iter_s"] * 1000, pt["per_iter_s"] * 1000, usage
+
+
+def run_bare_loop(framework, shape, times, ddp, env, device):
+    """benchmarks/bare_loop.py for one framework, under the launcher speedstats' worker runs under."""
+    args = [str(Path(__file__).with_name("bare_loop.py")), "--framework", framework, "--device", device,
+            "--shape", f"{shape[0]},{shape[2]},{shape[3]}", "--times", str(times),
+            "--warmup", str(OLD_WARMUP)]
+    if ddp:
+        launcher = "torch.distributed.run" if framework == "pytorch" else "oneflow.distributed.launch"
+        args = ["-m", launcher, "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                "--master_port", str(_free_port()), *args, "--ddp"]
+    proc = subprocess.run([sys.executable, *args], check=False, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"rank"')]
+    if proc.returncode != 0 or len(lines) != (2 if ddp else 1):
+        tail = " | ".join(proc.stdout.strip().splitlines()[-5:])
+        raise Failed(f"bare loop ({framework}) exited {proc.returncode} without its figures: {tail}")
+    per_iter = next(line["per_iter_s"] for line in lines if line["rank"] == 0)
+    return per_iter * 1000, usage_totals([(framework, *(line[f] for f in USAGE_FIELDS)) for line in lines])
+
+
+def run_bare_loops(shape, times, ddp, suite_env, device):
+    """OneFlow's bare loop, then PyTorch's, each in the environment speedstats gives its worker."""
+    figures, usage = {}, {}
+    for framework in ("oneflow", "pytorch"):
+        env = subprocess_env(framework, extra=suite_env)
+        figures[framework], used = run_bare_loop(framework, shape, times, ddp, env, device)
+        usage.update(used)
+    return figures["oneflow"], figures["pytorch"], usage
 
 
 def parse_shape(text):
@@ -190,7 +257,13 @@ def parse_shape(text):
 
 
 # What the table compares, side against against, where both sides ran.
-COMPARISONS = (("speedstats", "old"), ("old-shared-model", "old"), ("speedstats", "old-shared-model"))
+COMPARISONS = (
+    ("speedstats", "old"),
+    ("old-shared-model", "old"),
+    ("speedstats", "old-shared-model"),
+    ("bare", "old"),
+    ("speedstats", "bare"),
+)
 
 
 def median_changes(pairs, side, against):
@@ -206,21 +279,27 @@ def measure_case(args, script, model, shape, ddp, shared_model=None):
     if ddp:
         suite_env["OMP_NUM_THREADS"] = "1"  # as the old job exported before its DDP runs
     old_env = subprocess_env("oneflow", extra=suite_env)
-    pairs = []
+    pairs, usages = [], []
     label = f"{shape}{' ddp' if ddp else ''}"
     sides = ["old", "speedstats"] + (["old-shared-model"] if shared_model else [])
+    sides += ["bare"] if args.bare_too else []
     old_models = {"old": model, "old-shared-model": shared_model}  # the sides the old script runs
     for k in range(args.pairs):
-        figures = {}
+        figures, usage = {}, {}
         order = sides[k % len(sides) :] + sides[: k % len(sides)]  # each side takes each place in turn
         for side in order:
-            with tempfile.TemporaryDirectory() as tmp:
-                if side in old_models:
-                    of, pt = run_old_script(script, old_models[side], shape, args.times, ddp, old_env)
-                else:
-                    of, pt = run_speedstats(Path(tmp), shape, args.times, ddp, suite_env, args.device)
+            if side in old_models:
+                old_model = old_models[side]
+                of, pt, usage[side] = run_old_script(script, old_model, shape, args.times, ddp, old_env)
+            elif side == "bare":
+                of, pt, usage[side] = run_bare_loops(shape, args.times, ddp, suite_env, args.device)
+            else:
+                with tempfile.TemporaryDirectory() as tmp:
+                    tmp = Path(tmp)
+                    of, pt, usage[side] = run_speedstats(tmp, shape, args.times, ddp, suite_env, args.device)
             figures[side] = (of, pt, pt / of)
         pairs.append(figures)
+        usages.append(usage)
         text = ", ".join(
             f"{side}: OneFlow {f[0]:.1f} ms, PyTorch {f[1]:.1f} ms, relative {f[2]:.3f}"
             for side, f in figures.items()
@@ -235,12 +314,23 @@ def measure_case(args, script, model, shape, ddp, shared_model=None):
         "shape": shape,
         "ddp": ddp,
         "pairs": [{side: list(f) for side, f in figures.items()} for figures in pairs],
+        "usage": usages,
         "median_changes": {
             f"{side} against {against}": median_changes(pairs, side, against)
             for side, against in COMPARISONS
             if side in sides and against in sides
         },
         "medians": {side: [statistics.median(p[side][i] for p in pairs) for i in range(3)] for side in sides},
+        "median_usage": {
+            side: {
+                framework: {
+                    name: statistics.median(u[side][framework][name] for u in usages) / args.times
+                    for name in USAGE_FIELDS
+                }
+                for framework in ("oneflow", "pytorch")
+            }
+            for side in sides
+        },
     }
 
 
@@ -263,6 +353,24 @@ def table(cases):
                 f"| {case['shape']}{', ddp' if case['ddp'] else ''} | {len(case['pairs'])} | "
                 f"{comparison} | " + " | ".join(cells) + " |"
             )
+    return "\n".join(rows)
+
+
+def usage_table(cases):
+    """Where the CPU went: per side, each framework's user and system CPU seconds and minor page
+    faults per timed iteration, summed over the ranks, medians over the pairs."""
+    rows = [
+        "| case | side | OneFlow user s, system s, minor faults | PyTorch user s, system s, minor faults |",
+        "|---|---|---|---|",
+    ]
+    for case in cases:
+        for side, usage in case["median_usage"].items():
+            cells = [
+                f"{u['user_s']:.3f}, {u['system_s']:.3f}, {u['minor_faults']:,.0f}"
+                for u in (usage["oneflow"], usage["pytorch"])
+            ]
+            label = f"{case['shape']}{', ddp' if case['ddp'] else ''}"
+            rows.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -303,6 +411,12 @@ def main():
         "--shared-model-too",
         action="store_true",
         help="a third side: the old script running speedstats' ResNet50 instead of the old model file",
+    )
+    parser.add_argument(
+        "--bare-too",
+        action="store_true",
+        help="another side: speedstats' step in a bare loop (benchmarks/bare_loop.py), one process per "
+        "framework under the launchers speedstats uses, to tell the harness from the old script's process",
     )
     parser.add_argument("--out", type=Path, help="write every pair's figures here as JSON")
     args = parser.parse_args()
@@ -355,9 +469,12 @@ def main():
         ]
     )
     print(table(cases))
+    print()
+    print(usage_table(cases))
     print(
         f"\ntorch {versions['torch']}, oneflow {versions['oneflow']}, {args.times} timed iterations after "
-        f"{OLD_WARMUP} warm-up; change = median over pairs of (side / against - 1)\n"
+        f"{OLD_WARMUP} warm-up; change = median over pairs of (side / against - 1); CPU and faults per "
+        f"timed iteration, all ranks\n"
         f"command: {command}"
     )
     if args.out:
