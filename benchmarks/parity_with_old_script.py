@@ -215,7 +215,7 @@ def run_speedstats(tmp, shape, times, ddp, env, device):
 def run_bare_loop(framework, shape, times, ddp, env, device):
     """benchmarks/bare_loop.py for one framework, under the launcher speedstats' worker runs under."""
     args = [str(Path(__file__).with_name("bare_loop.py")), "--framework", framework, "--device", device,
-            "--shape", f"{shape[0]},{shape[2]},{shape[3]}", "--times", str(times),
+            "--batch-size", str(shape[0]), "--image-size", str(shape[2]), "--times", str(times),
             "--warmup", str(OLD_WARMUP)]
     if ddp:
         launcher = "torch.distributed.run" if framework == "pytorch" else "oneflow.distributed.launch"
