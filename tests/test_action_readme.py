@@ -98,7 +98,7 @@ def test_the_example_comment_is_what_render_writes_for_a_real_smoke_run(tmp_path
 
 
 def test_the_copy_paste_workflow_is_the_example_workflow():
-    example = read(".github/workflows/speedstats-example.yml")
+    example = read("examples/workflows/speedstats-pull-request.yml")
     assert example in fenced_blocks(section("Adding it to a repository"), "yaml")
 
 
@@ -246,7 +246,8 @@ def test_contributing_names_the_test_tiers_and_the_test_builds():
 
 def test_no_host_paths_in_the_shipped_files():
     shipped = ["action.yml", "Dockerfile", ".dockerignore", "docker/entrypoint.py",
-               ".github/workflows/ci.yml", ".github/workflows/speedstats-example.yml"] + DOCS
+               ".github/workflows/ci.yml", ".github/workflows/release.yml",
+               *[str(p.relative_to(ROOT)) for p in sorted((ROOT / "examples").rglob("*.*"))]] + DOCS
     for name in shipped:
         text = read(name)
         assert not re.search(r"/(work|root|home/\w+)/", text), name

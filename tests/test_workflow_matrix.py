@@ -7,7 +7,7 @@ import yaml
 from speedstats.github import shards
 from test_action import action
 
-WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "speedstats-matrix.yml"
+WORKFLOW = Path(__file__).resolve().parents[1] / "examples" / "workflows" / "speedstats-gpu-matrix.yml"
 
 
 def load():
