@@ -9,6 +9,11 @@
 # deletes end-of-life CUDA tags from Docker Hub; an Ubuntu LTS tag stays.
 FROM ubuntu:22.04
 
+# Where the image comes from; the release workflow adds its version and commit.
+LABEL org.opencontainers.image.title="speedstats" \
+      org.opencontainers.image.source="https://github.com/Oneflow-Inc/speedstats" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
 # CPython 3.10 is Ubuntu 22.04's own python3 (oneflow 0.9.0 has wheels for CPython 3.8-3.10 only);
 # ca-certificates for the https downloads of the GitHub commands. DL3008 (pin apt versions) is
 # ignored on purpose: the archive keeps only the newest build of each package, so a pinned version
@@ -33,6 +38,11 @@ ENV VIRTUAL_ENV=/opt/venv \
 RUN python3.10 -m venv /opt/venv
 
 WORKDIR /opt/speedstats
+# A package index to install from instead of PyPI, such as a mirror near the runners:
+# `docker build --build-arg PIP_INDEX_URL=https://mirror.example/simple .` (docs/runner.md). pip reads
+# it from the environment of the RUN steps below; empty, the default, is PyPI. Build arguments show in
+# `docker history`: give a URL without credentials.
+ARG PIP_INDEX_URL=
 # The pins first, so the heavy layer is rebuilt only when they change.
 COPY constraints.txt ./
 COPY requirements/ requirements/

@@ -15,7 +15,7 @@ from speedstats.suite import BUILD_FIELDS, MODES, load_suite
 from test_action import action, clean_environ
 
 ROOT = Path(__file__).resolve().parents[1]
-README_LINES_MAX = 300
+README_LINES_MAX = 330  # 300, and the table of examples and the versioning policy of the first release
 DOCS = ["README.md", "CONTRIBUTING.md", "docs/methodology.md", "docs/runner.md", "docs/measurements.md",
         "docs/forks.md", "docs/reading-the-comparison.md", "docs/matrix.md"]
 
@@ -70,21 +70,30 @@ def rendered(*argv):
 # -- README.md: for the people who use it ---------------------------------------------------------------
 
 
-def test_the_readme_starts_with_the_two_set_up_commands_and_stays_short():
+def test_the_readme_opens_with_what_speedstats_is_then_the_two_set_up_commands_and_stays_short():
     lines = README.splitlines()
     assert len(lines) <= README_LINES_MAX
-    assert lines[0] == "```sh"
-    assert lines[1].startswith("./scripts/smoke.sh ") and "the main job on the CPU" in lines[1]
-    assert lines[2].startswith("./scripts/test.sh ") and "whole test suite" in lines[2]
-    assert lines[3] == "```"
-    assert lines.index("# speedstats") > 3  # the title comes after the commands
+    assert lines[0] == "# speedstats" and lines[1] == ""
+    fence = lines.index("```sh")
+    sentence = " ".join(lines[2:fence]).strip()  # one paragraph of one sentence, then the commands
+    assert sentence.startswith("speedstats is ") and sentence.count(". ") == 0 and sentence.endswith(".")
+    smoke, test, end = lines[fence + 1:fence + 4]
+    assert smoke.startswith("./scripts/smoke.sh ") and "the main job on the CPU" in smoke
+    assert test.startswith("./scripts/test.sh ") and "whole test suite" in test
+    assert end == "```"
     for script in ("scripts/smoke.sh", "scripts/test.sh"):
         assert os.access(ROOT / script, os.X_OK), script
         assert "./scripts/bootstrap.sh" in read(script)
     # What the paragraph under the commands promises is what smoke.sh runs.
     smoke = read("scripts/smoke.sh")
     assert "run --profile smoke --device cpu --out out/smoke" in smoke
-    assert "`out/smoke/comment.md`" in README.split("# speedstats", 1)[0]
+    assert "`out/smoke/comment.md`" in README.split("\n## ", 1)[0]
+
+
+def test_the_table_of_files_to_copy_names_every_example_and_only_those():
+    rows = table_rows(section("Which file to copy"))
+    named = [name for first, _ in rows for name in re.findall(r"`([\w.-]+\.yml)`", "`" + first + "`")]
+    assert sorted(named) == sorted(p.name for p in (ROOT / "examples" / "workflows").glob("*.yml"))
 
 
 def test_the_example_comment_is_what_render_writes_for_a_real_smoke_run(tmp_path):
@@ -98,7 +107,7 @@ def test_the_example_comment_is_what_render_writes_for_a_real_smoke_run(tmp_path
 
 
 def test_the_copy_paste_workflow_is_the_example_workflow():
-    example = read(".github/workflows/speedstats-example.yml")
+    example = read("examples/workflows/speedstats-pull-request.yml")
     assert example in fenced_blocks(section("Adding it to a repository"), "yaml")
 
 
@@ -246,7 +255,8 @@ def test_contributing_names_the_test_tiers_and_the_test_builds():
 
 def test_no_host_paths_in_the_shipped_files():
     shipped = ["action.yml", "Dockerfile", ".dockerignore", "docker/entrypoint.py",
-               ".github/workflows/ci.yml", ".github/workflows/speedstats-example.yml"] + DOCS
+               ".github/workflows/ci.yml", ".github/workflows/release.yml",
+               *[str(p.relative_to(ROOT)) for p in sorted((ROOT / "examples").rglob("*.*"))]] + DOCS
     for name in shipped:
         text = read(name)
         assert not re.search(r"/(work|root|home/\w+)/", text), name

@@ -213,8 +213,8 @@ def test_entrypoint_is_the_projects_and_the_context_keeps_what_install_needs(ins
     assert (ROOT / "docker/entrypoint.py").is_file()
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
-    # pip install -e . reads pyproject.toml and its readme; the entrypoint, templates and suites run.
-    for needed in ("pyproject.toml", "README.md", "src", "templates", "src/speedstats/suites", "docker",
-                   "constraints.txt", "requirements"):
+    # pip install -e . reads pyproject.toml, its readme and licence; the entrypoint, templates and suites run.
+    for needed in ("pyproject.toml", "README.md", "LICENSE", "src", "templates", "src/speedstats/suites",
+                   "docker", "constraints.txt", "requirements"):
         assert needed not in ignored and (ROOT / needed).exists(), needed
     assert {".git", ".venv"} <= ignored

@@ -31,7 +31,7 @@ BODY = ("<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: Some CP
         "\n\n</details>")
 RENDERED = render_speed_stats(results_model.loads(RESULTS), load_suite(profile="smoke"),
                               judge(results_model.loads(RESULTS), load_suite(profile="smoke")))
-WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workflows"
 
 
 def bundle_zip(tmp_path, pr=7, sha=SHA, run_id=RUN, repo=REPO, body=BODY):
@@ -230,7 +230,7 @@ def test_dry_run_checks_the_bundle_and_writes_nothing(gh, tmp_path):
 
 
 def load(name):
-    with open(WORKFLOWS / name, encoding="utf-8") as f:
+    with open(EXAMPLES / name, encoding="utf-8") as f:
         return yaml.safe_load(f)
 
 

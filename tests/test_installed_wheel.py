@@ -46,7 +46,7 @@ def venv(tmp_path_factory):
     assert ROOT not in base.parents
     source = base / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
     for name in ("src", "templates"):
         shutil.copytree(ROOT / name, source / name,

@@ -1,9 +1,11 @@
-"""The workflows and the action pass actionlint and zizmor (both pinned in requirements/test.txt).
+"""The workflows (this repository's own in .github/workflows/, the examples to copy in
+examples/workflows/) and the action pass actionlint and zizmor (both pinned in requirements/test.txt).
 
 actionlint reads .github/actionlint.yaml (the custom `gpu` runner label); its shellcheck and pyflakes
 passes are off so the result does not depend on what else the machine has. zizmor runs offline with
 .github/zizmor.yml (third-party actions pinned by commit sha, this action by release version); a
-finding that stands is ignored inline in the workflow, with the reason beside it.
+finding that stands is ignored inline in the workflow, with the reason beside it. Both are given the
+files by name: zizmor given a folder looks for .github/workflows/ under it.
 """
 import os
 import shutil
@@ -13,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from test_release import project_home
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
+EXAMPLES = ROOT / "examples" / "workflows"
+ALL_WORKFLOWS = sorted([*WORKFLOWS.glob("*.yml"), *EXAMPLES.glob("*.yml")])
 
 
 def tool(name):
@@ -31,8 +37,8 @@ def run(argv):
 
 @pytest.mark.lint
 def test_actionlint_passes_on_every_workflow():
-    workflows = sorted(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.yml"))
-    assert ".github/workflows/image.yml" in workflows
+    workflows = [str(p.relative_to(ROOT)) for p in ALL_WORKFLOWS]
+    assert {".github/workflows/release.yml", "examples/workflows/speedstats-pull-request.yml"} <= {*workflows}
     proc = run([tool("actionlint"), "-no-color", "-oneline", "-shellcheck=", "-pyflakes=",
                 "-config-file", ".github/actionlint.yaml", *workflows])
     assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
@@ -42,12 +48,12 @@ def test_actionlint_passes_on_every_workflow():
 def test_zizmor_passes_on_the_workflows_and_the_action():
     proc = run([tool("zizmor"), "--offline", "--no-progress", "--format", "plain", "--config",
                 ".github/zizmor.yml",
-                ".github/workflows/", "action.yml"])
+                *[str(p.relative_to(ROOT)) for p in ALL_WORKFLOWS], "action.yml"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No findings to report" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
 def test_third_party_actions_are_pinned_by_commit_and_checkouts_keep_no_token(path):
     import re
 
@@ -55,8 +61,8 @@ def test_third_party_actions_are_pinned_by_commit_and_checkouts_keep_no_token(pa
 
     text = path.read_text(encoding="utf-8")
     for uses in re.findall(r"uses:\s*(\S+)", text):
-        if uses.startswith("your-org/speedstats@"):
-            assert re.fullmatch(r"your-org/speedstats@v\d+\.\d+\.\d+", uses), uses
+        if uses.split("@")[0] == project_home():
+            assert re.fullmatch(rf"{project_home()}@v\d+", uses), uses  # the moving major tag
         else:
             assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", uses), uses
     steps = [s for job in yaml.safe_load(text)["jobs"].values() for s in job.get("steps", [])]

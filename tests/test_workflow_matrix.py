@@ -6,8 +6,9 @@ import yaml
 
 from speedstats.github import shards
 from test_action import action
+from test_release import project_home
 
-WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "speedstats-matrix.yml"
+WORKFLOW = Path(__file__).resolve().parents[1] / "examples" / "workflows" / "speedstats-gpu-matrix.yml"
 
 
 def load():
@@ -64,5 +65,5 @@ def test_every_with_of_the_action_is_an_input():
     inputs = action()["inputs"]
     for job in load()["jobs"].values():
         for s in job["steps"]:
-            if str(s.get("uses", "")).startswith("your-org/speedstats@"):
+            if str(s.get("uses", "")).split("@")[0] == project_home():
                 assert set(s["with"]) <= set(inputs), s.get("name")

@@ -32,7 +32,8 @@ from test_gpuinfo import nvidia_smi_name
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
-EXAMPLE = WORKFLOWS / "speedstats-example.yml"
+EXAMPLES = ROOT / "examples" / "workflows"
+EXAMPLE = EXAMPLES / "speedstats-pull-request.yml"
 THIS_ACTION = re.compile(r"^([\w.-]+/speedstats@[\w.-]+|\./?)$")
 
 

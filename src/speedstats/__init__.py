@@ -1,3 +1,3 @@
 """speedstats: benchmark OneFlow against PyTorch and post the Speed stats comment."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
