@@ -85,6 +85,7 @@ def compare_command(args):
 def trend_command(args):
     from speedstats.analysis.trend import draw_trends
     from speedstats.history import read_history
+    from speedstats.render import render_trend_index
 
     if args.last is not None and args.last < 1:
         raise UserError(f"--last: must be at least 1, got {args.last}")
@@ -97,8 +98,7 @@ def trend_command(args):
     if other_machine:
         print(f"speedstats: note: left out {other_machine} run(s) on another device or GPU than the newest",
               file=sys.stderr)
-    index = "".join(f"![{p.case_id}]({p.path.name})\n\n" for p in plots)
-    write_atomic(Path(args.out) / TREND_INDEX, f"# Speed over commits\n\n{index}")
+    write_atomic(Path(args.out) / TREND_INDEX, render_trend_index(plots))
     for plot in plots:
         print(plot.path)
     return 0

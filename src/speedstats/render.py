@@ -367,6 +367,11 @@ def render_baseline_table(report, templates_dir=None):
     return render_template(BASELINE_TABLE_TEMPLATE, baseline_table_context(report), templates_dir)
 
 
+def render_trend_index(plots):
+    """The index.md of `speedstats trend`: a title, then each case's plot (analysis.trend's TrendPlots)."""
+    return "# Speed over commits\n\n" + "".join(f"![{p.case_id}]({p.path.name})\n\n" for p in plots)
+
+
 def render_docs_preview(base_url, owner, repo, number, templates_dir=None):
     context = {"base_url": str(base_url).rstrip("/"), "owner": owner, "repo": repo, "number": number}
     return render_template(DOCS_PREVIEW_TEMPLATE, context, templates_dir)
