@@ -167,8 +167,8 @@ def test_run_prints_and_writes_the_rendered_comment(tiny_run):
 
 def test_bundle_history_and_action_outputs_carry_the_same_run(tiny_run):
     from speedstats.actions_io import read_outputs
-    from speedstats.analysis.history import read_history
     from speedstats.bundle import read_bundle
+    from speedstats.history import read_history
 
     _, out, _, results = tiny_run
     tmp = out.parent

@@ -164,7 +164,7 @@ def test_run_on_a_full_disk_is_exit_2_naming_the_file_with_nothing_half_written(
 FULL_DISK_WRITES = """
 import json, sys
 from pathlib import Path
-from speedstats.analysis.history import append_history
+from speedstats.history import append_history
 from speedstats.bench.worker import _write_json
 from speedstats.bundle import write_bundle
 from speedstats.errors import UserError
@@ -340,7 +340,7 @@ def test_an_internal_error_with_no_room_for_its_traceback_prints_it_and_leaves_n
 
 def test_dollars_in_a_gpu_name_or_case_id_are_drawn_as_text(tmp_path):
     pytest.importorskip("matplotlib")
-    from speedstats.analysis.history import append_history
+    from speedstats.history import append_history
     from speedstats.results import loads
 
     data = json.loads(json.dumps(RESULTS))

@@ -2,7 +2,7 @@
 
 import json
 
-from speedstats.analysis.history import HISTORY_SCHEMA, append_history, history_line, read_history
+from speedstats.history import HISTORY_SCHEMA, append_history, history_line, read_history
 from speedstats.results import CaseResult, FrameworkResult, Results
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from fakegithub import actions_env, event_payload, run_speedstats
-from speedstats.analysis.history import append_history
 from speedstats.bundle import write_bundle
+from speedstats.history import append_history
 from speedstats.results import loads
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,4 @@
-"""The steps of `speedstats run` (speedstats.pipeline) that need no framework; the layers it keeps apart."""
-
-import ast
-from pathlib import Path
+"""The steps of `speedstats run` (speedstats.pipeline) that need no framework."""
 
 import pytest
 
@@ -12,8 +9,6 @@ from speedstats.render import render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite
 from speedstats.verdict import judge
-
-SRC = Path(__file__).resolve().parents[1] / "src" / "speedstats"
 
 
 def resnet_case(case_id, head_ms, pytorch_ms, base=None, batch_size=2, times=10):
@@ -79,33 +74,3 @@ def test_the_comment_and_outputs_after_a_run_carry_one_verdict(tmp_path, monkeyp
     assert capsys.readouterr().out == body + "\n" + (
         f"speedstats: wrote {tmp_path / 'results.json'} and {comment_path}; score 0, verdict fail; "
         "slower than the base build: resnet50-bs2\n")
-
-
-def speedstats_imports(path):
-    """The speedstats modules a source file imports, at the top or inside functions."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in names if name.startswith("speedstats")}
-
-
-def test_the_benchmark_layer_only_measures():
-    above = ("speedstats.render", "speedstats.github", "speedstats.pipeline", "speedstats.bundle",
-             "speedstats.actions_io", "speedstats.analysis.history", "speedstats.analysis.compare",
-             "speedstats.parse")
-    files = sorted((SRC / "bench").glob("*.py"))
-    assert len(files) > 5
-    found = {f"{path.name}: {name}" for path in files for name in speedstats_imports(path)
-             if name.startswith(above)}
-    assert found == set()
-
-
-def test_analysis_computes_and_render_reads_no_parser():
-    compare = speedstats_imports(SRC / "analysis" / "compare.py")
-    assert not {name for name in compare if name.startswith("speedstats.render")}
-    assert not {n for n in speedstats_imports(SRC / "render.py") if n.startswith("speedstats.parse")}
-    assert speedstats_imports(SRC / "contenders.py") == set()  # the table sits below everything

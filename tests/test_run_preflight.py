@@ -74,7 +74,7 @@ def test_a_history_file_that_cannot_be_appended_fails_before_the_run(tmp_path, c
 
 
 def test_a_history_file_with_a_bad_line_among_good_ones_is_accepted(tmp_path):
-    from speedstats.analysis.history import check_history_file, history_line
+    from speedstats.history import check_history_file, history_line
     from speedstats.results import Results
 
     path = tmp_path / "history.jsonl"

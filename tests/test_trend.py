@@ -8,9 +8,9 @@ import pytest
 
 from speedstats import cli
 from speedstats import results as results_model
-from speedstats.analysis.history import append_history, read_history
 from speedstats.analysis.trend import DPI, FIGURE_SIZE, FRAMEWORK_STYLE, draw_trends, plot_case
 from speedstats.errors import UserError
+from speedstats.history import append_history, read_history
 from speedstats.parse import parse_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 

@@ -30,7 +30,7 @@ from speedstats.text import one_line
 COMMAND_MODULES = (
     "speedstats.run_cli",  # run
     "speedstats.render_cli",  # render, parse
-    "speedstats.analysis.cli",  # compare, trend
+    "speedstats.compare_cli",  # compare, trend
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
 )
 DEBUG_HELP = "on an internal error, print the traceback on stderr instead of writing it to a file"

@@ -1,8 +1,9 @@
-"""When the machine counts as disturbed, and what is said about it: plain data, no /proc, no NVML.
+"""When the machine counts as disturbed: plain data, no /proc, no NVML.
 
 speedstats.bench.machine_state records the state of the machine around every timed round (see its
 docstring for the fields); this module judges a round's state against the suite's `disturbance:`
 settings, sums up what stayed disturbed in a case, and finds contenders whose rounds scatter too much.
+What the comment says about it is rendered by speedstats.render (machine_notes_context).
 
 Defaults, each one a field of the suite's `disturbance:` mapping:
 
@@ -51,7 +52,6 @@ CLOCK_EVENT_TEXT = {
     "hw_power_brake": "power brake",
     "display_clocks": "display clock setting",
 }
-WARNING = "\u26a0\ufe0f "  # warning sign, emoji presentation, space
 
 
 @dataclass
@@ -186,11 +186,6 @@ def case_disturbance(round_states, labels):
     return {"contenders": contenders, "text": ", ".join(parts)}
 
 
-def disturbed_line(case_id, disturbance):
-    """The note after the Speed stats block for a case measured on a disturbed machine."""
-    return f"{WARNING}{case_id}: {disturbance['text']}; its figures are not comparable"
-
-
 def coefficient_of_variation(values):
     """Sample standard deviation over mean, or None for fewer than two values."""
     if len(values) < 2:
@@ -208,48 +203,3 @@ def unstable_contenders(frameworks, max_cv):
             if cv is not None and cv > max_cv:
                 found.append((role, cv))
     return found
-
-
-CONTENDER_LABELS = {"oneflow": "OneFlow", "oneflow_base": "OneFlow base", "pytorch": "PyTorch"}
-NOTE_TEXT_LIMIT = 300
-
-
-def notes_context(results, suite=None):
-    """What machine_notes.md.j2 sees: lines for disturbed cases, unstable figures, a GPU that was not
-    quiet before the first case, and builds run through minor version compatibility."""
-    from speedstats.text import markdown_safe
-
-    spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
-    disturbed, unstable = [], []
-    for case in results.cases:
-        case_id = markdown_safe(case.id, NOTE_TEXT_LIMIT)
-        if case.disturbance:
-            disturbed.append(
-                disturbed_line(case_id, {"text": markdown_safe(case.disturbance["text"], NOTE_TEXT_LIMIT)})
-            )
-        if case.failure:
-            continue
-        unstable += [f"{case_id} {CONTENDER_LABELS.get(role, role)} {cv * 100:.1f}%"
-                     for role, cv in unstable_contenders(case.frameworks, spec.max_cv)]
-    machine = results.machine or {}
-    preflight = machine.get("preflight") or {}
-    not_quiet = None
-    if preflight and not preflight.get("quiet", True):
-        reasons = "; ".join(str(r) for r in preflight.get("reasons") or [])
-        not_quiet = (
-            f"{WARNING}The GPU was not quiet before the first case after waiting "
-            f"{preflight.get('waited_s', 0):.0f}s ({markdown_safe(reasons, NOTE_TEXT_LIMIT)}); "
-            "measured anyway, each round checked"
-        )
-    driver_notes = [
-        markdown_safe(n, NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []
-    ]
-    if unstable:  # one line for all: on a noisy machine every case may have one
-        unstable = [(f"{WARNING}Unstable figures, their rounds scatter with a coefficient of variation above "
-                     f"{spec.max_cv * 100:g}%: {'; '.join(unstable)}")]
-    return {
-        "disturbed": disturbed,
-        "unstable": unstable,
-        "not_quiet": not_quiet,
-        "driver_notes": driver_notes,
-    }

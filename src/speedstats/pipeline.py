@@ -85,7 +85,7 @@ def _run_steps(options, progress):
     device = resolve_device(options.device)
     bundle_identity = bundle_identity_or_fail(options.bundle)
     if options.history:
-        from speedstats.analysis.history import check_history_file
+        from speedstats.history import check_history_file
 
         check_history_file(options.history)
     label_lookup = label_lookup_or_fail(options.required_label)
@@ -108,7 +108,7 @@ def _run_steps(options, progress):
 
         write_bundle(options.bundle, results_path.read_text(encoding="utf-8"), body, *bundle_identity)
     if options.history:
-        from speedstats.analysis.history import append_history
+        from speedstats.history import append_history
 
         append_history(options.history, results, commit=os.environ.get("GITHUB_SHA"))
     report(results, verdict, results_path, comment_path, progress)

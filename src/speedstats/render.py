@@ -15,8 +15,9 @@ from pathlib import Path
 import jinja2
 
 from speedstats import verdict as verdicts
-from speedstats.contenders import ROLE_WORDS, of_family
+from speedstats.contenders import LABELS, ROLE_WORDS, of_family
 from speedstats.errors import UserError
+from speedstats.machine import DisturbanceSpec, unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
 from speedstats.results import case_id_for
 from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
@@ -30,6 +31,8 @@ DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
 GPU_NAME_LIMIT = 200
 CASE_ID_LIMIT = 100
+MACHINE_NOTE_TEXT_LIMIT = 300
+MACHINE_WARNING = "\u26a0\ufe0f "  # warning sign, emoji presentation, space
 
 
 @dataclass
@@ -183,13 +186,11 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
         "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
-    from speedstats import machine
-
-    machine_context = machine.notes_context(results, suite)
-    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine_context, templates_dir)
+    machine_notes = render_template(MACHINE_NOTES_TEMPLATE, machine_notes_context(results, suite),
+                                    templates_dir)
     if machine_notes:  # right after the block: a disturbed machine is said before anything else
         body = f"{body}\n\n{machine_notes}"
-    notes = render_template(NOTES_TEMPLATE, notes_context(results, verdict), templates_dir)
+    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict), templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
     return body
@@ -249,11 +250,52 @@ def build_text(provenance):
     return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
 
 
-def notes_context(results, verdict=None):
-    """What speed_stats_notes.md.j2 sees (see its header); verdict: verdicts.judge's, else judged here
-    without a suite (the head-vs-base rows do not need one)."""
-    if verdict is None:
-        verdict = verdicts.judge(results, None)
+def disturbed_line(case_id, disturbance):
+    """The note after the Speed stats block for a case measured on a disturbed machine."""
+    return f"{MACHINE_WARNING}{case_id}: {disturbance['text']}; its figures are not comparable"
+
+
+def machine_notes_context(results, suite=None):
+    """What machine_notes.md.j2 sees: lines for disturbed cases, unstable figures, a GPU that was not
+    quiet before the first case, and builds run through minor version compatibility."""
+    spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
+    disturbed, unstable = [], []
+    for case in results.cases:
+        case_id = markdown_safe(case.id, MACHINE_NOTE_TEXT_LIMIT)
+        if case.disturbance:
+            disturbed.append(disturbed_line(
+                case_id, {"text": markdown_safe(case.disturbance["text"], MACHINE_NOTE_TEXT_LIMIT)}))
+        if case.failure:
+            continue
+        unstable += [f"{case_id} {LABELS.get(role, role)} {cv * 100:.1f}%"
+                     for role, cv in unstable_contenders(case.frameworks, spec.max_cv)]
+    machine = results.machine or {}
+    preflight = machine.get("preflight") or {}
+    not_quiet = None
+    if preflight and not preflight.get("quiet", True):
+        reasons = "; ".join(str(r) for r in preflight.get("reasons") or [])
+        not_quiet = (
+            f"{MACHINE_WARNING}The GPU was not quiet before the first case after waiting "
+            f"{preflight.get('waited_s', 0):.0f}s ({markdown_safe(reasons, MACHINE_NOTE_TEXT_LIMIT)}); "
+            "measured anyway, each round checked"
+        )
+    driver_notes = [
+        markdown_safe(n, MACHINE_NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []
+    ]
+    if unstable:  # one line for all: on a noisy machine every case may have one
+        unstable = [(f"{MACHINE_WARNING}Unstable figures, their rounds scatter with a coefficient of "
+                     f"variation above {spec.max_cv * 100:g}%: {'; '.join(unstable)}")]
+    return {
+        "disturbed": disturbed,
+        "unstable": unstable,
+        "not_quiet": not_quiet,
+        "driver_notes": driver_notes,
+    }
+
+
+def speed_stats_notes_context(results, verdict):
+    """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations and the
+    builds line; verdict is verdicts.judge's for these results."""
     with_base = verdicts.with_baseline(results)
     rows = [_paired_row(c, row) for c, row in zip(results.cases, verdict.head_vs_base)]
     confirmed, cleared = [], []
@@ -325,6 +367,11 @@ def render_baseline_table(report, templates_dir=None):
     return render_template(BASELINE_TABLE_TEMPLATE, baseline_table_context(report), templates_dir)
 
 
+def render_trend_index(plots):
+    """The index.md of `speedstats trend`: a title, then each case's plot (analysis.trend's TrendPlots)."""
+    return "# Speed over commits\n\n" + "".join(f"![{p.case_id}]({p.path.name})\n\n" for p in plots)
+
+
 def render_docs_preview(base_url, owner, repo, number, templates_dir=None):
     context = {"base_url": str(base_url).rstrip("/"), "owner": owner, "repo": repo, "number": number}
     return render_template(DOCS_PREVIEW_TEMPLATE, context, templates_dir)
@@ -332,10 +379,3 @@ def render_docs_preview(base_url, owner, repo, number, templates_dir=None):
 
 def render_automerge_removed(job, label="automerge", templates_dir=None):
     return render_template(AUTOMERGE_REMOVED_TEMPLATE, {"job": job, "label": label}, templates_dir)
-
-
-def write_stdout(text):
-    """Write text to stdout as UTF-8 (see speedstats.fsutil.write_stdout)."""
-    from speedstats.fsutil import write_stdout as write
-
-    write(text)

@@ -8,10 +8,10 @@ verdict fails, so a workflow step can fail on it, with the reasons on stderr.
 import sys
 
 from speedstats import results as results_model
-from speedstats.analysis.cli import compare_options
-from speedstats.fsutil import read_text, write_atomic
+from speedstats.compare_cli import compare_options
+from speedstats.fsutil import read_text, write_atomic, write_stdout
 from speedstats.parse import UNKNOWN_GPU, parse_speed_stats
-from speedstats.render import render_speed_stats, write_stdout
+from speedstats.render import render_speed_stats
 from speedstats.suite import builtin_profiles, load_suite
 from speedstats.verdict import judge
 
@@ -52,7 +52,7 @@ def render_command(args):
 
 def with_baseline_table(body, results, args):
     """The Speed stats block, a blank line, then the table against the --baseline run."""
-    from speedstats.analysis.cli import compare_report
+    from speedstats.compare_cli import compare_report
     from speedstats.render import render_baseline_table
 
     report = compare_report(args.baseline, results, args)

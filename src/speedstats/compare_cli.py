@@ -8,7 +8,7 @@ from pathlib import Path
 
 from speedstats.analysis import stats
 from speedstats.errors import UserError
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import write_atomic, write_stdout
 
 TREND_INDEX = "index.md"
 
@@ -28,8 +28,6 @@ def _emit(text, out):
     if out:
         write_atomic(out, text)
     else:
-        from speedstats.render import write_stdout
-
         write_stdout(text)
 
 
@@ -85,8 +83,9 @@ def compare_command(args):
 
 
 def trend_command(args):
-    from speedstats.analysis.history import read_history
     from speedstats.analysis.trend import draw_trends
+    from speedstats.history import read_history
+    from speedstats.render import render_trend_index
 
     if args.last is not None and args.last < 1:
         raise UserError(f"--last: must be at least 1, got {args.last}")
@@ -99,8 +98,7 @@ def trend_command(args):
     if other_machine:
         print(f"speedstats: note: left out {other_machine} run(s) on another device or GPU than the newest",
               file=sys.stderr)
-    index = "".join(f"![{p.case_id}]({p.path.name})\n\n" for p in plots)
-    write_atomic(Path(args.out) / TREND_INDEX, f"# Speed over commits\n\n{index}")
+    write_atomic(Path(args.out) / TREND_INDEX, render_trend_index(plots))
     for plot in plots:
         print(plot.path)
     return 0
