@@ -173,7 +173,8 @@ class Scheduler:
                 self._finish(run)
         finally:
             self._kill(runs.values())
-        # The first processes' rounds count in the figures; round_states keep the last processes' only.
+        # The first processes' rounds count in the figures; their round states and remeasured rounds
+        # are not kept (those of the last processes are).
         for role in PAIR:
             runs[role].rounds = earlier[role] + runs[role].rounds
         return runs, sequence

@@ -219,7 +219,7 @@ def kill_started_workers():
         worker.kill()
 
 
-@dataclass(frozen=True)
+@dataclass
 class WorkerSetup:
     """What every worker of a run shares: the device, the dataset, each contender's build
     (bench.builds.Build, none: the installed packages) and the program the worker runs."""
