@@ -73,7 +73,7 @@ def process_state(pid):
     return stat[stat.rindex(b")") + 2:].split()[0].decode()
 
 
-def others_state(control, wait_s=0.5):
+def others_state(control, wait_s=5.0):
     """The states of the other contenders' workers of this measurement that are alive, "-" for none.
     A SIGSTOP sent just before this round began may take a moment to land: each gets wait_s to stop."""
     found = []
