@@ -97,15 +97,21 @@ def test_without_interleave_each_contender_runs_all_its_rounds_alone(bench):
     ]
 
 
+def rule(**fields):
+    """The head-vs-base rule with looks at 3, 5, 7 and 9 rounds, and a time budget that a slow machine
+    does not spend (extra rounds may take up to 100 times the planned rounds' time, at most 600 s)."""
+    return SequentialRule(**{"first_rounds": 3, "step_rounds": 2, "max_rounds": 9, "extra_factor": 100.0,
+                             **fields})
+
+
 def paired_plan(ratios, base_s=0.01, pytorch_s=0.02):
     return {HEAD: [{"rounds": [base_s * r for r in ratios]}], BASE: [{"rounds": [base_s] * len(ratios)}],
             PYTORCH: [{"rounds": [pytorch_s]}]}
 
 
 def test_head_and_base_go_on_alone_until_the_rule_shows_a_change(bench):
-    rule = SequentialRule(first_rounds=3, step_rounds=2, max_rounds=9)
     ratios = [1.10, 1.02, 1.18, 1.12, 1.08, 1.11, 1.09, 1.10, 1.10]
-    record = bench.run(suite(rounds=1, times=3), paired_plan(ratios), rule=rule)
+    record = bench.run(suite(rounds=1, times=3), paired_plan(ratios), rule=rule())
     rounds = [line for line in bench.events if " round " in line]
     assert [line.split(" others")[0] for line in rounds] == [
         "oneflow 0 round 0", "oneflow_base 0 round 0", "pytorch 0 round 0",
@@ -130,8 +136,8 @@ def test_head_and_base_go_on_alone_until_the_rule_shows_a_change(bench):
 
 
 def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
-    rule = SequentialRule(first_rounds=3, step_rounds=2, max_rounds=9, extra_factor=0.0)
-    record = bench.run(suite(rounds=1, times=3), paired_plan([1.10, 1.02, 1.18, 1.12]), rule=rule)
+    no_time = rule(extra_factor=0.0)
+    record = bench.run(suite(rounds=1, times=3), paired_plan([1.10, 1.02, 1.18, 1.12]), rule=no_time)
     assert (record.paired.verdict, record.paired.stopped, record.paired.rounds) == (
         "inconclusive", "time budget", 3)
     assert not any(line.startswith("oneflow 0 round 3") for line in bench.events)
@@ -139,8 +145,7 @@ def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
 
 
 def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench):
-    rule = SequentialRule(first_rounds=3, step_rounds=2, max_rounds=9, confirm_rounds=2)
-    record = bench.run(suite(rounds=1, times=3), paired_plan([1.5] * 9), rule=rule)
+    record = bench.run(suite(rounds=1, times=3), paired_plan([1.5] * 9), rule=rule(confirm_rounds=2))
     starts = [line for line in bench.events if line.endswith(" start")]
     assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
                       "oneflow 1 start", "oneflow_base 1 start"]
