@@ -221,6 +221,16 @@ def test_a_missed_threshold_is_measured_again_in_fresh_processes(bench, again_s,
     assert f"[1/1]   {status} on 6 rounds" in bench.lines
 
 
+def test_a_contender_that_fails_its_confirmation_keeps_its_first_rounds_and_the_case_says_so(bench):
+    plan = {HEAD: [{"rounds": [0.05]}, {"rounds": [0.05], "die_at": 1}], PYTORCH: [{"rounds": [0.01]}]}
+    record = bench.run(suite(rounds=3, times=1), plan)
+    flag = "resnet50-bs2: relative speed 0.20 is below 0.25"
+    assert record.confirmation == {"flags": [flag], "status": "confirmed", "remaining": [flag], "rounds": 6,
+                                   "error": "OneFlow: killed by SIGKILL (out of memory?)"}
+    assert record.frameworks[HEAD].error is None and rounds_ms(record, HEAD) == [50.0] * 3
+    assert len(record.frameworks[PYTORCH].rounds_s) == 6
+
+
 def test_a_worker_that_dies_mid_round_fails_its_contender_alone_and_leaves_nothing_running(bench):
     plan = {HEAD: [{"rounds": [0.02], "child": True}],
             PYTORCH: [{"rounds": [0.01], "child": True, "die_at": 1}]}
