@@ -14,8 +14,10 @@ when the rule says so.
 Around every timed round the machine's state is recorded (bench.machine_state); a round that the
 suite's `disturbance:` settings call disturbed is measured again, a bounded number of times.
 
-A measurement goes: start every worker (ready.json), the timed rounds, finish every worker (done.json);
-whatever else a round or a measurement records has its place in _timed_round and in that sequence.
+A measurement goes: start every worker (_start: ready.json), the timed rounds (each one through
+_timed_round), then each worker ends through _finish (done.json). What a round records besides its
+time belongs in _timed_round (and a field of ContenderRun); rounds of another kind after the timed ones
+belong in _finish, before the worker's end.
 """
 
 from __future__ import annotations
