@@ -109,7 +109,7 @@ def test_results_record_how_each_case_was_measured(tiny_run):
 
 def test_rounds_alternate_between_the_frameworks(tiny_run):
     _, out, _, _ = tiny_run
-    from speedstats.bench.runner import round_order
+    from speedstats.bench.schedule import round_order
 
     work = out / "workers" / "resnet50-bs2"
     frameworks = ["oneflow", "pytorch"]

@@ -7,7 +7,8 @@ import pytest
 
 from speedstats.analysis import paired, stats
 from speedstats.analysis.paired import CONFIRM, DONE, MORE, PairedVerdict, Rounds, SequentialRule
-from speedstats.bench.runner import RoundPlan, case_flags, round_order
+from speedstats.bench.runner import case_flags
+from speedstats.bench.schedule import RoundPlan, round_order
 from speedstats.suite import load_suite
 
 

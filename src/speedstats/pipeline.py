@@ -122,7 +122,7 @@ def check_templates(suite, templates_dir):
     """Render made-up figures for every case of the suite, and a failed case, before measuring:
     a broken template then fails in a second, not after the whole run."""
     from speedstats.analysis.paired import judge_paired
-    from speedstats.bench.runner import case_record
+    from speedstats.bench.assemble import case_record
     from speedstats.contenders import ROLES, contender
     from speedstats.results import FrameworkResult, Results
 

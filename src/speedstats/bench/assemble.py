@@ -1,0 +1,41 @@
+"""A case's record in results.json from what its contenders measured (schedule.ContenderRun)."""
+
+import dataclasses
+
+from speedstats.analysis.stats import spread
+from speedstats.results import CaseResult, FrameworkResult
+
+
+def case_record(case):
+    """An empty CaseResult describing a suite case, for its figures to be filled in."""
+    return CaseResult(
+        id=case.id, kind=case.kind, batch_size=case.batch_size, times=case.times,
+        input_shape=case.input_shape if case.kind == "resnet50" else None,
+        num_workers=case.num_workers if case.kind == "swin_dataloader" else None,
+        ddp=case.ddp, world_size=case.world_size, mode=case.mode, model=case.model, env=dict(case.env),
+    )
+
+
+def framework_result(run, case, plan):
+    """One contender's figures: per-iteration time of each round, their spread and median, peak memory,
+    and the machine's state around each round (a contender without figures keeps no round states)."""
+    memory = run.memory or {}
+    result = FrameworkResult(times=case.times, error=run.error, round_iterations=plan.iterations,
+                             imported=run.imported or None)
+    if run.rounds and run.error is None:
+        per_iter = [total / plan.iterations for total in run.rounds]
+        summary = spread(per_iter)
+        result.rounds_s = per_iter
+        result.spread_s = dataclasses.asdict(summary)
+        result.per_iter_s = summary.median
+        result.total_s = result.per_iter_s * case.times
+        result.peak_memory_bytes = memory.get("peak_memory_bytes")
+        result.memory_kind = memory.get("memory_kind")
+    result.round_states = list(run.states) if result.ok else []
+    result.remeasured = list(run.remeasured)
+    return result
+
+
+def fill(record, case, plan, runs):
+    """Set the record's figures from the contenders' runs ({role: ContenderRun})."""
+    record.frameworks = {role: framework_result(run, case, plan) for role, run in runs.items()}

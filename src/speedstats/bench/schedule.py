@@ -1,0 +1,274 @@
+"""The rounds of one case: which contender is timed when, in which processes, and when to stop.
+
+With `interleave` (the suite's default) every worker is started and warmed up first, then each timed
+round times one contender after the other, in an order that changes from round to round, while the
+others are stopped (SIGSTOP, with `pause_idle`), so that neither drift on the machine nor an idle
+framework's background threads favour one of them. Without it each contender runs all its rounds
+alone, which needs only one framework's memory at a time.
+
+With a baseline build (and `interleave`), measure_sequential goes on after the planned rounds with the
+head and the base alone, while the head-vs-base rule (analysis.paired.SequentialRule) asks for more,
+within its budget of rounds and of seconds; a regression it sees is measured again in fresh processes
+when the rule says so.
+
+Around every timed round the machine's state is recorded (bench.machine_state); a round that the
+suite's `disturbance:` settings call disturbed is measured again, a bounded number of times.
+
+A measurement goes: start every worker (_start: ready.json), the timed rounds (each one through
+_timed_round), then each worker ends through _finish (done.json). What a round records besides its
+time belongs in _timed_round (and a field of ContenderRun); rounds of another kind after the timed ones
+belong in _finish, before the worker's end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from speedstats import machine
+from speedstats.analysis import paired as paired_analysis
+from speedstats.bench.workers import Worker, WorkerFailed
+from speedstats.contenders import BASE, HEAD, LABELS
+
+PAIR = (HEAD, BASE)  # the head and the base: the contenders of the sequential rounds
+
+
+@dataclasses.dataclass
+class RoundPlan:
+    """How a case's timed iterations are cut into rounds: `rounds` of `iterations` each."""
+
+    rounds: int
+    iterations: int
+
+    @classmethod
+    def for_case(cls, case, with_baseline, rule=paired_analysis.DEFAULT_RULE):
+        """With a baseline, the case's timed iterations are split (not multiplied) into the rule's
+        first_rounds rounds, unless the suite asks for that many or more."""
+        first = rule.first_rounds
+        if not with_baseline or case.rounds >= first:
+            return cls(case.rounds, case.times)
+        if case.times <= first:
+            return cls(case.times, 1)
+        # The fewest rounds, from first up to twice that, that divide the iterations evenly.
+        for rounds in range(first, 2 * first + 1):
+            if case.times % rounds == 0:
+                return cls(rounds, case.times // rounds)
+        return cls(first, round(case.times / first))
+
+
+def round_order(contenders, k):
+    """The contenders' order in round k: rotated by one each round, so each takes each place in turn."""
+    shift = k % len(contenders)
+    return list(contenders[shift:]) + list(contenders[:shift])
+
+
+@dataclasses.dataclass
+class ContenderRun:
+    """One contender's measurement of a case, in one worker, and what the worker reported."""
+
+    worker: Worker
+    rounds: list[float] = dataclasses.field(default_factory=list)  # total seconds of each kept round
+    states: list[dict] = dataclasses.field(default_factory=list)  # the machine's state around each
+    remeasured: list[dict] = dataclasses.field(default_factory=list)  # {"per_iter_s", "state"} each
+    error: str | None = None  # why it has no figures
+    memory: dict = dataclasses.field(default_factory=dict)  # done.json: peak memory and its kind
+    imported: dict = dataclasses.field(default_factory=dict)  # ready.json: the framework's version, file
+
+    @property
+    def role(self):
+        return self.worker.role
+
+    def fail(self, message):
+        self.error = message
+        self.worker.kill()
+
+
+class Scheduler:
+    """Measures one case: a worker per contender (from `setup`, a workers.WorkerSetup), in the suite's
+    order of rounds, with the machine watched around each (`watch`, a machine_state.MachineWatch), every
+    line said through `log` (a progress.CaseProgress)."""
+
+    def __init__(self, case, plan, suite, setup, watch, log):
+        self.case = case
+        self.plan = plan
+        self.suite = suite
+        self.setup = setup
+        self.watch = watch
+        self.log = log
+
+    def measure(self, work, roles):
+        """A fresh worker per contender (control folders under `work`), `plan.rounds` rounds each:
+        {role: ContenderRun}."""
+        runs = self._workers(work, roles)
+        try:
+            if self.suite.interleave:
+                self._start_all(runs)
+                for k in range(self.plan.rounds):
+                    self._interleaved_round(runs, roles, k + 1)
+                for role in roles:
+                    runs[role].worker.resume()
+                    self._finish(runs[role])
+            else:
+                for role in roles:
+                    self._start(runs[role])
+                    for k in range(self.plan.rounds):
+                        self._round(runs[role], k + 1)
+                    self._finish(runs[role])
+        finally:
+            self._kill(runs.values())
+        return runs
+
+    def measure_sequential(self, work, roles, rule, confirm):
+        """Head and base against each other, in rounds the rule asks for: every contender in the
+        planned rounds, then the head and the base alone (the others done) until the rule stops, within
+        its budget of rounds and of seconds (extra_factor times the planned rounds' wall time, at most
+        max_extra_s). Returns the runs (the head's and the base's rounds those of every pair of their
+        processes, in order) and the analysis.paired.Rounds that decided."""
+        sequence = paired_analysis.Rounds(rule, confirm=confirm)
+        began = time.monotonic()
+        runs = self._workers(work, roles, max_rounds=rule.max_rounds)
+        # What each build measured before a confirmation's fresh processes replaced it.
+        earlier = {role: [] for role in PAIR}
+        budget_s = None
+        first_look_at = None
+        try:
+            self._start_all(runs)
+            k = 0  # the round within the current pair of processes
+            while sequence.action != paired_analysis.DONE:
+                if any(runs[role].error for role in PAIR):
+                    break
+                if sequence.action == paired_analysis.CONFIRM:
+                    self.log(f"head vs base: a regression after {len(sequence.ratios)} rounds: "
+                             "measuring again in fresh processes")
+                    for role in PAIR:
+                        earlier[role].extend(runs[role].rounds)
+                        runs[role].worker.resume()
+                        runs[role].worker.kill()
+                    fresh = self._workers(work / "confirm", PAIR, max_rounds=rule.max_rounds)
+                    runs.update(fresh)
+                    self._start_all(fresh)
+                    k = 0
+                elif budget_s is not None and time.monotonic() - first_look_at > budget_s:
+                    sequence.stop_now()
+                    break
+                timed = roles if k < self.plan.rounds and not sequence.confirming else PAIR
+                self._interleaved_round(runs, timed, len(sequence.ratios) + 1, order=k)
+                if any(runs[role].error for role in PAIR):
+                    break
+                sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1])
+                k += 1
+                if budget_s is None and len(sequence.ratios) >= self.plan.rounds:
+                    first_look_at = time.monotonic()
+                    budget_s = min(rule.max_extra_s, rule.extra_factor * (first_look_at - began))
+                    for role in roles:
+                        if role not in PAIR:  # PyTorch is done: its process goes
+                            runs[role].worker.resume()
+                            self._finish(runs[role])
+            if sequence.action != paired_analysis.DONE:
+                sequence.stop_now()
+            self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
+            for role in roles:
+                run = runs[role]
+                if run.memory or run.error:
+                    continue
+                run.worker.resume()
+                self._finish(run)
+        finally:
+            self._kill(runs.values())
+        # The first processes' rounds count in the figures; their round states and remeasured rounds
+        # are not kept (those of the last processes are).
+        for role in PAIR:
+            runs[role].rounds = earlier[role] + runs[role].rounds
+        return runs, sequence
+
+    def _workers(self, work, roles, max_rounds=None):
+        deadline = time.monotonic() + self.case.timeout_s
+        # A worker takes up to remeasure_rounds more go-K than it has rounds (disturbed rounds).
+        extra = self.suite.disturbance.remeasure_rounds
+        return {role: ContenderRun(self.setup.worker(
+                    role, self.case, work / role, deadline,
+                    rounds=(max_rounds if max_rounds and role in PAIR else self.plan.rounds) + extra,
+                    round_iterations=self.plan.iterations))
+                for role in roles}
+
+    @staticmethod
+    def _kill(runs):
+        for run in runs:
+            run.worker.resume()
+            run.worker.kill()
+
+    def _start_all(self, runs):
+        for run in runs.values():
+            self._start(run)
+            if self.suite.pause_idle:
+                run.worker.pause()
+
+    def _interleaved_round(self, runs, roles, number, order=None):
+        """Round `number` (counted from 1) of each of `roles`, in the order of round `order` (its own
+        index when None)."""
+        for role in round_order(list(roles), number - 1 if order is None else order):
+            run = runs[role]
+            run.worker.resume()
+            self._round(run, number)
+            if self.suite.pause_idle:
+                run.worker.pause()
+
+    def _start(self, run):
+        label = LABELS[run.role]
+        self.log(f"{label}: starting and warming up ({self.case.warmup} iterations)")
+        try:
+            self.watch.starting()
+            run.worker.start()
+            ready = run.worker.await_file("ready.json")
+            self.watch.started()  # GPU processes that appeared meanwhile are this worker's
+            run.imported = ready.get("imported") or {}
+            self.log(f"{label}: ready after {ready['setup_s']:.1f}s")
+        except (WorkerFailed, OSError) as exc:
+            run.fail(str(exc))
+            self.log(f"{label}: FAILED: {exc}")
+
+    def _round(self, run, number):
+        """Round `number` (counted from 1) of a contender, measured again while it is disturbed (at most
+        the suite's remeasure_rounds per contender)."""
+        if run.error:
+            return
+        label = LABELS[run.role]
+        of = f"/{self.plan.rounds}" if number <= self.plan.rounds else ""
+        spec = self.suite.disturbance
+        while True:
+            try:
+                total, state = self._timed_round(run)
+            except WorkerFailed as exc:
+                run.fail(str(exc))
+                self.log(f"{label}: round {number}{of} FAILED: {exc}")
+                return
+            if not state["disturbed"] or len(run.remeasured) >= spec.remeasure_rounds:
+                break
+            run.remeasured.append({"per_iter_s": total / self.plan.iterations, "state": state})
+            why = "; ".join(item["text"] for item in state["disturbed"])
+            self.log(f"{label}: round {number}{of} disturbed ({why}): measuring it again")
+            time.sleep(spec.retry_wait_s)
+        run.rounds.append(total)
+        run.states.append(state)
+        unit, scale = ("s", 1.0) if self.case.kind == "swin_dataloader" else ("ms", 1000.0)
+        self.log(f"{label}: round {number}{of}: {total / self.plan.iterations * scale:.3f}{unit}"
+                 f" per iteration ({self.plan.iterations} iterations in {total:.2f}s)")
+
+    def _timed_round(self, run):
+        """One go of the worker with the machine watched around it: (its total seconds, the machine's
+        state, judged disturbed or not)."""
+        pids = run.worker.processes()
+        before = self.watch.begin(pids)
+        report = run.worker.run_round()
+        state = self.watch.end(before, pids)
+        state["disturbed"] = machine.round_disturbance(state, self.suite.disturbance)
+        return float(report["total_s"]), state
+
+    def _finish(self, run):
+        if run.error:
+            return
+        try:
+            run.memory = run.worker.finish()
+        except WorkerFailed as exc:
+            run.fail(str(exc))
+            self.log(f"{LABELS[run.role]}: FAILED at the end: {exc}")

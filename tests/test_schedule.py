@@ -1,0 +1,246 @@
+"""The runner's rounds, with workers that measure nothing (tests/fakeworker.py): real processes, started,
+steered, paused and killed as real workers are, reporting the round times their plan gives. What is
+checked: the order of the rounds, the head-vs-base rule's looks and stops, a disturbed round measured
+again, a flagged case confirmed or cleared in fresh processes, a worker that dies.
+
+The GPU of the disturbed-round tests is the stand-in NVML of tests/fakenvml.py (there is no GPU here);
+the fake worker says when it throttles."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakenvml import fake_nvml, gpu
+from procfs import running
+from speedstats.analysis.paired import SequentialRule
+from speedstats.bench.runner import SuiteRunner
+from speedstats.suite import suite_from_dict
+
+FAKE_WORKER = Path(__file__).resolve().parent / "fakeworker.py"
+HEAD, BASE, PYTORCH = "oneflow", "oneflow_base", "pytorch"
+SW_POWER_CAP, GPU_IDLE = 0x4, 0x1
+
+
+def suite(rounds=3, times=3, **fields):
+    case = {"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "image_size": 64, "times": times,
+            "min_relative_speed": 0.25}
+    # Other processes' CPU time (other tests on this machine) never disturbs these rounds: the
+    # disturbance tests throttle a GPU instead, when the plan says.
+    data = {"name": "fake", "warmup": 0, "rounds": rounds, "timeout_s": 30, "cases": [case],
+            "disturbance": {"retry_wait_s": 0, "max_other_cores": 1000.0}}
+    data.update(fields)
+    return suite_from_dict(data, "test suite")
+
+
+class Bench:
+    """A runner over fake workers: `run(suite, plan)` runs the suite, each contender's workers following
+    its launches in `plan`; the results, the progress lines and the workers' events are kept."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.lines = []
+
+    def run(self, the_suite, plan, **runner_args):
+        plan_path = self.folder / "plan.json"
+        plan_path.write_text(json.dumps({"contenders": plan}))
+        runner = SuiteRunner(the_suite, runner_args.pop("device", "cpu"), self.folder / "out",
+                             progress=self.lines.append, contenders=list(plan),
+                             worker_program=(sys.executable, str(FAKE_WORKER), "--plan", str(plan_path)),
+                             **runner_args)
+        self.results = runner.run()
+        return self.results.cases[0]
+
+    @property
+    def events(self):
+        return (self.folder / "events.log").read_text(encoding="utf-8").splitlines()
+
+    def control(self, *parts):
+        return self.folder / "out" / "workers" / "resnet50-bs2" / Path(*parts)
+
+
+@pytest.fixture
+def bench(tmp_path):
+    return Bench(tmp_path)
+
+
+def rounds_ms(record, role):
+    return [round(s * 1000, 6) for s in record.frameworks[role].rounds_s]
+
+
+def test_rounds_take_turns_and_the_contender_not_timed_is_stopped(bench):
+    record = bench.run(suite(rounds=3, times=2), {HEAD: [{"rounds": [0.02, 0.04, 0.06]}],
+                                                  PYTORCH: [{"rounds": [0.01, 0.03, 0.05]}]})
+    # Each round names the state of the other worker's process while it ran: T, stopped.
+    assert bench.events == [
+        "oneflow 0 start", "pytorch 0 start",
+        "oneflow 0 round 0 others T", "pytorch 0 round 0 others T",
+        "pytorch 0 round 1 others T", "oneflow 0 round 1 others T",
+        "oneflow 0 round 2 others T", "pytorch 0 round 2 others T",
+        "oneflow 0 stop", "pytorch 0 stop",
+    ]
+    assert rounds_ms(record, HEAD) == [10.0, 20.0, 30.0]  # per iteration: two iterations a round
+    assert rounds_ms(record, PYTORCH) == [5.0, 15.0, 25.0]
+    head = record.frameworks[HEAD]
+    assert (head.per_iter_s, head.total_s, head.peak_memory_bytes) == (0.02, 0.04, 1000)
+    assert head.imported["version"] == "0.0.0+fake" and len(head.round_states) == 3
+    assert "[1/1]   PyTorch: round 2/3: 15.000ms per iteration (2 iterations in 0.03s)" in bench.lines
+    assert record.paired is None and record.confirmation is None and record.disturbance is None
+
+
+def test_without_interleave_each_contender_runs_all_its_rounds_alone(bench):
+    bench.run(suite(rounds=2, interleave=False), {HEAD: [{}], PYTORCH: [{}]})
+    assert bench.events == [
+        "oneflow 0 start", "oneflow 0 round 0 others -", "oneflow 0 round 1 others -", "oneflow 0 stop",
+        "pytorch 0 start", "pytorch 0 round 0 others -", "pytorch 0 round 1 others -", "pytorch 0 stop",
+    ]
+
+
+def rule(**fields):
+    """The head-vs-base rule with looks at 3, 5, 7 and 9 rounds, and a time budget that a slow machine
+    does not spend (extra rounds may take up to 100 times the planned rounds' time, at most 600 s)."""
+    return SequentialRule(**{"first_rounds": 3, "step_rounds": 2, "max_rounds": 9, "extra_factor": 100.0,
+                             **fields})
+
+
+def paired_plan(ratios, base_s=0.01, pytorch_s=0.02):
+    return {HEAD: [{"rounds": [base_s * r for r in ratios]}], BASE: [{"rounds": [base_s] * len(ratios)}],
+            PYTORCH: [{"rounds": [pytorch_s]}]}
+
+
+def test_head_and_base_go_on_alone_until_the_rule_shows_a_change(bench):
+    ratios = [1.10, 1.02, 1.18, 1.12, 1.08, 1.11, 1.09, 1.10, 1.10]
+    record = bench.run(suite(rounds=1, times=3), paired_plan(ratios), rule=rule())
+    rounds = [line for line in bench.events if " round " in line]
+    assert [line.split(" others")[0] for line in rounds] == [
+        "oneflow 0 round 0", "oneflow_base 0 round 0", "pytorch 0 round 0",
+        "oneflow_base 0 round 1", "pytorch 0 round 1", "oneflow 0 round 1",
+        "pytorch 0 round 2", "oneflow 0 round 2", "oneflow_base 0 round 2",
+        # PyTorch is done after the planned rounds; the pair goes on, in turns
+        "oneflow_base 0 round 3", "oneflow 0 round 3",
+        "oneflow 0 round 4", "oneflow_base 0 round 4",
+        "oneflow_base 0 round 5", "oneflow 0 round 5",
+        "oneflow 0 round 6", "oneflow_base 0 round 6",
+    ]
+    assert bench.events.index("pytorch 0 stop") < bench.events.index(rounds[9])
+    assert rounds[9] == "oneflow_base 0 round 3 others T"  # PyTorch's process is gone, the head's stopped
+    paired = record.paired
+    assert [look["rounds"] for look in paired.looks] == [3, 5, 7]
+    assert [look["verdict"] for look in paired.looks] == ["inconclusive", "inconclusive", "regression"]
+    assert (paired.verdict, paired.stopped, paired.rounds, paired.stages) == ("regression", "shown", 7, [7])
+    assert paired.ratios == pytest.approx(ratios[:7])
+    assert len(record.frameworks[HEAD].rounds_s) == 7 and len(record.frameworks[PYTORCH].rounds_s) == 3
+    assert "[1/1]   head vs base: 7 rounds, stopped (shown)" in bench.lines
+    assert "[1/1]   OneFlow: round 4: 11.200ms per iteration (1 iterations in 0.01s)" in bench.lines
+
+
+def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
+    no_time = rule(extra_factor=0.0)
+    record = bench.run(suite(rounds=1, times=3), paired_plan([1.10, 1.02, 1.18, 1.12]), rule=no_time)
+    assert (record.paired.verdict, record.paired.stopped, record.paired.rounds) == (
+        "inconclusive", "time budget", 3)
+    assert not any(line.startswith("oneflow 0 round 3") for line in bench.events)
+    assert "[1/1]   head vs base: 3 rounds, stopped (time budget)" in bench.lines
+
+
+def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench):
+    record = bench.run(suite(rounds=1, times=3), paired_plan([1.5] * 9), rule=rule(confirm_rounds=2))
+    starts = [line for line in bench.events if line.endswith(" start")]
+    assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
+                      "oneflow 1 start", "oneflow_base 1 start"]
+    assert bench.control("confirm", HEAD, "round-1.json").exists()
+    assert not bench.control("confirm", HEAD, "round-2.json").exists()
+    assert (record.paired.verdict, record.paired.stages, record.paired.rounds) == ("regression", [3, 2], 5)
+    assert len(record.frameworks[HEAD].rounds_s) == len(record.frameworks[BASE].rounds_s) == 5
+    assert "[1/1]   head vs base: a regression after 3 rounds: measuring again in fresh processes" \
+        in bench.lines
+
+
+class ThrottledGpu(dict):
+    """A stand-in NVML GPU that reports a software power cap once for each time the fake worker made
+    the file `throttled` (during a round its plan names), and idle clocks otherwise."""
+
+    def __init__(self, flag):
+        super().__init__(gpu())
+        self.flag = flag
+
+    def __getitem__(self, key):
+        if key == "clock_events":
+            if self.flag.exists():
+                self.flag.unlink()
+                return SW_POWER_CAP
+            return GPU_IDLE
+        return super().__getitem__(key)
+
+
+@pytest.fixture
+def throttling_gpu(bench, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([ThrottledGpu(bench.folder / "throttled")]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_a_disturbed_round_is_measured_again(bench, throttling_gpu):
+    plan = {HEAD: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.01, 0.5, 0.02, 0.03], "throttle_at": [1]}]}
+    record = bench.run(suite(times=1), plan, device="cuda:0", quiet_wait_s=0)
+    pytorch = record.frameworks[PYTORCH]
+    assert rounds_ms(record, PYTORCH) == [10.0, 20.0, 30.0]  # the throttled round, 500 ms, measured again
+    assert [r["per_iter_s"] for r in pytorch.remeasured] == [0.5]
+    assert [d["text"] for d in pytorch.remeasured[0]["state"]["disturbed"]] == [
+        "GPU 0 throttled (software power cap)"]
+    assert [s["disturbed"] for s in pytorch.round_states] == [[], [], []]
+    assert record.disturbance is None
+    assert "[1/1]   PyTorch: round 2/3 disturbed (GPU 0 throttled (software power cap)): measuring it again" \
+        in bench.lines
+
+
+def test_a_round_disturbed_past_the_remeasures_marks_the_case(bench, throttling_gpu):
+    plan = {HEAD: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.01], "throttle_at": [1, 2, 3]}]}
+    record = bench.run(suite(times=1), plan, device="cuda:0", quiet_wait_s=0)
+    assert len(record.frameworks[PYTORCH].remeasured) == 2  # the suite's remeasure_rounds
+    assert record.disturbance["text"] == "GPU 0 throttled (software power cap) during PyTorch's rounds"
+    assert "[1/1]   disturbed: GPU 0 throttled (software power cap) during PyTorch's rounds" in bench.lines
+
+
+@pytest.mark.parametrize(("again_s", "status"), [(0.05, "confirmed"), (0.02, "cleared")])
+def test_a_missed_threshold_is_measured_again_in_fresh_processes(bench, again_s, status):
+    # Relative speed 0.01 / 0.05 = 0.2, below the case's 0.25; the second measurement either repeats it
+    # or, 0.02 s, brings the median of all six rounds to 0.035 s: 0.29.
+    plan = {HEAD: [{"rounds": [0.05]}, {"rounds": [again_s]}], PYTORCH: [{"rounds": [0.01]}]}
+    record = bench.run(suite(rounds=3, times=1), plan)
+    flag = "resnet50-bs2: relative speed 0.20 is below 0.25"
+    remaining = [flag] if status == "confirmed" else []
+    assert record.confirmation == {"flags": [flag], "status": status, "remaining": remaining, "rounds": 6,
+                                   "error": None}
+    assert rounds_ms(record, HEAD) == [50.0] * 3 + [again_s * 1000] * 3
+    assert len(record.frameworks[HEAD].round_states) == 6
+    starts = [line for line in bench.events if line.endswith(" start")]
+    assert starts == ["oneflow 0 start", "pytorch 0 start", "oneflow 1 start", "pytorch 1 start"]
+    assert bench.control("confirm", HEAD, "done.json").exists()
+    assert f"[1/1]   flagged ({flag}): measuring again in fresh processes" in bench.lines
+    assert f"[1/1]   {status} on 6 rounds" in bench.lines
+
+
+def test_a_contender_that_fails_its_confirmation_keeps_its_first_rounds_and_the_case_says_so(bench):
+    plan = {HEAD: [{"rounds": [0.05]}, {"rounds": [0.05], "die_at": 1}], PYTORCH: [{"rounds": [0.01]}]}
+    record = bench.run(suite(rounds=3, times=1), plan)
+    flag = "resnet50-bs2: relative speed 0.20 is below 0.25"
+    assert record.confirmation == {"flags": [flag], "status": "confirmed", "remaining": [flag], "rounds": 6,
+                                   "error": "OneFlow: killed by SIGKILL (out of memory?)"}
+    assert record.frameworks[HEAD].error is None and rounds_ms(record, HEAD) == [50.0] * 3
+    assert len(record.frameworks[PYTORCH].rounds_s) == 6
+
+
+def test_a_worker_that_dies_mid_round_fails_its_contender_alone_and_leaves_nothing_running(bench):
+    plan = {HEAD: [{"rounds": [0.02], "child": True}],
+            PYTORCH: [{"rounds": [0.01], "child": True, "die_at": 1}]}
+    record = bench.run(suite(rounds=3, times=1), plan)
+    assert record.frameworks[PYTORCH].error == "killed by SIGKILL (out of memory?)"
+    assert record.frameworks[PYTORCH].rounds_s == [] and record.frameworks[PYTORCH].round_states == []
+    assert rounds_ms(record, HEAD) == [20.0, 20.0, 20.0]
+    assert "[1/1]   PyTorch: round 2/3 FAILED: killed by SIGKILL (out of memory?)" in bench.lines
+    assert bench.events[-1] == "oneflow 0 stop"
+    for role in (HEAD, PYTORCH):
+        for name in ("pid-0", "child-pid"):
+            pid = int(bench.control(role, name).read_text())
+            assert not running(pid), f"{role}'s {name} {pid} still runs"
