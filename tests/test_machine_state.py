@@ -15,6 +15,7 @@ import pytest
 from fakenvml import NVML_ERROR_LIBRARY_NOT_FOUND, fake_nvml, gpu
 from speedstats import machine
 from speedstats.bench import driver_check, machine_state
+from speedstats.contenders import LABELS
 from speedstats.errors import UserError
 from speedstats.machine import DisturbanceSpec
 
@@ -382,7 +383,7 @@ def test_case_disturbance_names_the_contender_and_the_largest_figure():
 
     disturbance = machine.case_disturbance(
         {"oneflow": [state(0.01), state(0.02)], "pytorch": [state(0.97), state(1.04)]},
-        machine.CONTENDER_LABELS,
+        LABELS,
     )
     assert disturbance == {
         "contenders": {"pytorch": ["other processes used 1.0 of 2 cores"]},
@@ -392,4 +393,4 @@ def test_case_disturbance_names_the_contender_and_the_largest_figure():
         "\u26a0\ufe0f resnet50-bs2: other processes used 1.0 of 2 cores during PyTorch's rounds; "
         "its figures are not comparable"
     )
-    assert machine.case_disturbance({"oneflow": [state(0.1)]}, machine.CONTENDER_LABELS) is None
+    assert machine.case_disturbance({"oneflow": [state(0.1)]}, LABELS) is None

@@ -26,6 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from speedstats.contenders import LABELS
 from speedstats.errors import UserError
 
 # NVML's clocks-event reason bits (nvmlClocksEventReason*), by the names the suite and results use.
@@ -210,7 +211,6 @@ def unstable_contenders(frameworks, max_cv):
     return found
 
 
-CONTENDER_LABELS = {"oneflow": "OneFlow", "oneflow_base": "OneFlow base", "pytorch": "PyTorch"}
 NOTE_TEXT_LIMIT = 300
 
 
@@ -229,7 +229,7 @@ def notes_context(results, suite=None):
             )
         if case.failure:
             continue
-        unstable += [f"{case_id} {CONTENDER_LABELS.get(role, role)} {cv * 100:.1f}%"
+        unstable += [f"{case_id} {LABELS.get(role, role)} {cv * 100:.1f}%"
                      for role, cv in unstable_contenders(case.frameworks, spec.max_cv)]
     machine = results.machine or {}
     preflight = machine.get("preflight") or {}

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 import yaml
 
 from speedstats.analysis.paired import DEFAULT_RULE, SequentialRule
+from speedstats.casekinds import DEFAULT_DDP_WORLD_SIZE, KIND_NAMES, case_kind
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
 from speedstats.machine import DisturbanceSpec, disturbance_from_dict
 from speedstats.resources import suites_dir
 from speedstats.text import one_line, shown
 
-CASE_KINDS = ("resnet50", "swin_dataloader")
 DEFAULT_GPU_KEY = "default"
 # What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and docs/methodology.md).
 MODES = ("old-bot", "clean")
@@ -307,8 +307,8 @@ def _case(data, i, suite_defaults, where):
     if unknown:
         raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
     kind = data.get("kind")
-    if kind not in CASE_KINDS:
-        raise UserError(f"{where}: field 'kind' must be one of {', '.join(CASE_KINDS)}, got {shown(kind)}")
+    if kind not in KIND_NAMES:
+        raise UserError(f"{where}: field 'kind' must be one of {', '.join(KIND_NAMES)}, got {shown(kind)}")
     ddp = data.get("ddp", False)
     if not isinstance(ddp, bool):
         raise UserError(f"{where}: field 'ddp' must be true or false, got {shown(ddp)}")
@@ -331,8 +331,9 @@ def _case(data, i, suite_defaults, where):
         rounds=_number(data, "rounds", where, default=suite_defaults["rounds"], integer=True, minimum=1),
         image_size=_number(data, "image_size", where, default=224, integer=True, minimum=1),
         ddp=ddp,
-        world_size=_number(data, "world_size", where, default=2 if ddp else 1, integer=True, minimum=1),
-        num_workers=_number(data, "num_workers", where, default=0 if kind == "swin_dataloader" else None,
+        world_size=_number(data, "world_size", where, default=DEFAULT_DDP_WORLD_SIZE if ddp else 1,
+                              integer=True, minimum=1),
+        num_workers=_number(data, "num_workers", where, default=case_kind(kind).default_num_workers,
                             integer=True, minimum=0),
         input_size=_number(data, "input_size", where, default=224, integer=True, minimum=1),
         min_relative_speed=_number(data, "min_relative_speed", where, minimum=0),
@@ -340,8 +341,8 @@ def _case(data, i, suite_defaults, where):
     )
     case.mode, case.model = _mode_and_model(data, where, suite_defaults["mode"], suite_defaults["model"])
     case.env = _env(data, where, suite_defaults["env"])
-    if case.kind == "swin_dataloader" and case.ddp:
-        raise UserError(f"{where}: a swin_dataloader case cannot be ddp")
+    if case.ddp and not case_kind(case.kind).ddp:
+        raise UserError(f"{where}: a {case.kind} case cannot be ddp")
     if not case.ddp and case.world_size != 1:
         raise UserError(f"{where}: field 'world_size' needs 'ddp: true'")
     return case

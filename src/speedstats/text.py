@@ -4,6 +4,8 @@ import re
 import reprlib
 import unicodedata
 
+from speedstats.casekinds import case_kind
+
 # Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), and
 # the other two-character ESC sequences.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ "
@@ -59,10 +61,10 @@ def markdown_safe(text, limit):
 
 
 def time_text(seconds, kind):
-    """A time as the Speed stats block prints it: ms for ResNet50, seconds per dataloader batch."""
+    """A time as the Speed stats block prints it, in the unit of its case kind (speedstats.casekinds)."""
     if seconds is None:
         return ""
-    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
+    return case_kind(kind).time_text(seconds)
 
 
 def change_percent(fraction):
