@@ -27,6 +27,7 @@ from speedstats.resources import suites_dir
 from speedstats.text import one_line, shown
 
 DEFAULT_GPU_KEY = "default"
+DEFAULT_PROFILE = "default"
 # What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and docs/methodology.md).
 MODES = ("old-bot", "clean")
 MODELS = ("shared", "library")
@@ -453,10 +454,31 @@ def _builds(data, where):
     return BuildsSpec(**values)
 
 
+def judging_suite_source(recorded, suite_path=None, profile=None):
+    """Which suite judges a results file, as (path, profile) for load_suite: the suite file or profile
+    given (a file extending the profile when both are), else the built-in profile the results were
+    measured with (their `suite`), else the default profile. The one rule of render,
+    post-from-artifact and report."""
+    if suite_path or profile:
+        return suite_path or None, profile or None
+    return None, recorded if recorded in builtin_profiles() else DEFAULT_PROFILE
+
+
+# The help of --suite and --profile of each command that judges a results file.
+JUDGING_SUITE_HELP = "suite file whose thresholds judge the results (may extend a profile with 'extends:')"
+JUDGING_PROFILE_HELP = ("built-in suite that judges the results (default: the results' suite when it is a "
+                        "built-in profile, else 'default'); with --suite, the profile the file extends")
+
+
+def judging_suite(results, suite_path=None, profile=None):
+    """The suite that judges results (see judging_suite_source)."""
+    return load_suite(*judging_suite_source(results.suite, suite_path, profile))
+
+
 def load_suite(path=None, profile=None):
     """The suite to run: a user file (optionally extending a profile) or a built-in profile."""
     if path is None:
-        name = profile or "default"
+        name = profile or DEFAULT_PROFILE
         return suite_from_dict(_read_yaml(_profile_path(name)), f"{name}.yml")
     data = _read_yaml(path)
     base_name = data.pop("extends", None) or profile
