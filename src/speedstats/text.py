@@ -1,5 +1,6 @@
 """Text helpers shared by every layer (no framework, Jinja or GitHub imports)."""
 
+import difflib
 import re
 import reprlib
 import unicodedata
@@ -30,6 +31,18 @@ def shown(value, limit=60):
     bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
     bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 4
     return one_line(bounded.repr(value), limit)
+
+
+def close_match(word, choices):
+    """The choice closest to a misspelt word (difflib's ratio at least 0.6), or None."""
+    found = difflib.get_close_matches(str(word)[:100], [str(c) for c in choices], n=1)
+    return found[0] if found else None
+
+
+def did_you_mean(word, choices, prefix=""):
+    """' (did you mean X?)' for the choice closest to word, or '' when none is close."""
+    found = close_match(word, choices)
+    return f" (did you mean {prefix}{found}?)" if found is not None else ""
 
 
 def fence_safe(text, limit):
