@@ -34,9 +34,14 @@ def shown(value, limit=60):
 
 
 def close_match(word, choices):
-    """The choice closest to a misspelt word (difflib's ratio at least 0.6), or None."""
-    found = difflib.get_close_matches(str(word)[:100], [str(c) for c in choices], n=1)
-    return found[0] if found else None
+    """The choice closest to a misspelt word (difflib's ratio, at least 0.6 as get_close_matches
+    asks), the first in sorted order among equally close ones; None when none is close."""
+    word, best = str(word)[:100], None
+    for choice in sorted({str(c) for c in choices}):
+        ratio = difflib.SequenceMatcher(None, choice, word).ratio()
+        if ratio >= 0.6 and (best is None or ratio > best[0]):
+            best = (ratio, choice)
+    return best[1] if best else None
 
 
 def did_you_mean(word, choices, prefix=""):
