@@ -2,20 +2,18 @@
 `head_vs_base:` or case mappings) into the fields of a dataclass, driven by those fields.
 
 A field's type says what its value must be: `int` an integer, `float` a number, `bool` true or false,
-`str` a string, `list[str]` a list, a dataclass a nested mapping read the same way; `X | None` also
-takes null. Its metadata, given with `setting(...)`, adds what a type cannot say: a `minimum`, the
-`choices`, a `read` function for a value of a shape of its own. Its default is the dataclass's, written
-there once; a caller may give defaults of its own (a case's warmup is its suite's). A key that is
-missing or null takes the default. A nested dataclass with a `check(where)` method is checked after
-it is built; a ValueError it raises names the field. Plain data: every layer may read it.
+`str` a string, `list[str]` a list, a dataclass a nested mapping read the same way. Its metadata, given
+with `setting(...)`, adds what a type cannot say: a `minimum`, the `choices`, a `read` function for a
+value of a shape of its own. Its default is the dataclass's, written there once; a caller may give
+defaults of its own (a case's warmup is its suite's). A key that is missing or null takes the default.
+A nested dataclass with a `check(where)` method is checked after it is built; a ValueError it raises
+names the field. Plain data: every layer may read it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import types
-import typing
 
 from speedstats.errors import UserError
 from speedstats.text import did_you_mean, one_line, shown
@@ -61,7 +59,6 @@ def read_settings(cls, data, where, prefix="", defaults=None, skip=(), ignore=()
         raise UserError(f"{where}: must be a mapping")
     fields = dataclasses.fields(cls)
     check_known(data, [f.name for f in fields] + list(ignore), where, prefix)
-    hints = typing.get_type_hints(cls)
     defaults = defaults or {}
     values = {}
     for field in fields:
@@ -69,19 +66,26 @@ def read_settings(cls, data, where, prefix="", defaults=None, skip=(), ignore=()
             continue
         default = defaults[field.name] if field.name in defaults else default_of(field)
         given = data.get(field.name)
-        values[field.name] = read_value(given, field, hints[field.name], where, prefix, default)
+        values[field.name] = read_value(given, field, where, prefix, default)
     return values
 
 
-def _unwrap(annotation):
-    """(the type, whether it also takes None) of an annotation such as `int | None`."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0], True
-    return annotation, False
+_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-def read_value(value, field, annotation, where, prefix, default):
+def _kind(field):
+    """What a field holds, from its annotation (a string under `from __future__ import annotations`, so
+    read without evaluating it: `int | None` is read on every Python the package runs on): int, float,
+    bool, str, list, a dataclass (its default's), or None."""
+    default = default_of(field)
+    if dataclasses.is_dataclass(default):
+        return type(default)
+    annotation = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+    base = annotation.split("|")[0].strip()
+    return list if base.startswith("list") else _SCALARS.get(base)
+
+
+def read_value(value, field, where, prefix, default):
     """One field's value from data (None: not given)."""
     name = f"{prefix}{field.name}"
     if value is None:
@@ -91,7 +95,7 @@ def read_value(value, field, annotation, where, prefix, default):
     meta = field.metadata
     if meta.get("read"):
         return meta["read"](value, where, name)
-    kind, _ = _unwrap(annotation)
+    kind = _kind(field)
     if dataclasses.is_dataclass(kind):
         return read_nested(kind, value, where, field.name, prefix, section=meta.get("section", False))
     if kind is bool:
@@ -102,14 +106,14 @@ def read_value(value, field, annotation, where, prefix, default):
     elif kind is str:
         if not isinstance(value, str):
             raise UserError(f"{where}: field '{name}' must be a string, got {shown(value)}")
-    elif typing.get_origin(kind) is list:
+    elif kind is list:
         choices = meta.get("choices")
         if not isinstance(value, list) or (choices and any(item not in choices for item in value)):
             raise UserError(f"{where}: field '{name}' must be a list of {', '.join(choices)}, got "
                             f"{shown(value)}")
         return list(value)
     else:
-        raise TypeError(f"{name}: no reader for {annotation!r}; give it read=")
+        raise TypeError(f"{name}: no reader for {field.type!r}; give it read=")
     choices = meta.get("choices")
     if choices and value not in choices:
         raise UserError(f"{where}: field '{name}' must be one of {', '.join(choices)}, got {shown(value)}")

@@ -294,7 +294,7 @@ def _model(data, where, mode, default_model):
     """The model of a mapping whose mode is read: old-bot runs the shared one (and a mapping that switches
     to old-bot without naming a model gets it)."""
     fields = {f.name: f for f in Suite.__dataclass_fields__.values()}
-    model = read_value(data.get("model"), fields["model"], str, where, "",
+    model = read_value(data.get("model"), fields["model"], where, "",
                        OLD_BOT_MODEL if mode == "old-bot" else default_model)
     if mode == "old-bot" and model != OLD_BOT_MODEL:
         raise UserError(f"{where}: field 'model': {model} needs 'mode: clean' (old-bot runs the shared "
@@ -375,9 +375,15 @@ def judging_suite(results, suite_path=None, profile=None):
 
 def load_suite(path=None, profile=None):
     """The suite to run: a user file (optionally extending a profile) or a built-in profile."""
+    return suite_from_dict(*suite_data(path, profile))
+
+
+def suite_data(path=None, profile=None):
+    """(the mapping the suite is read from, where it comes from for error messages): a built-in profile,
+    or a user file merged onto the profile it extends."""
     if path is None:
         name = profile or DEFAULT_PROFILE
-        return suite_from_dict(_read_yaml(_profile_path(name)), f"{name}.yml")
+        return _read_yaml(_profile_path(name)), f"{name}.yml"
     data = _read_yaml(path)
     base_name = data.pop("extends", None) or profile
     if base_name is not None:
@@ -386,4 +392,4 @@ def load_suite(path=None, profile=None):
         base = _read_yaml(_profile_path(base_name))
         data = merge(base, data, str(path), base_name)
         data.setdefault("name", base_name)
-    return suite_from_dict(data, str(path))
+    return data, str(path)
