@@ -2,7 +2,10 @@
 
 Built-in profiles live in the project's `suites/` folder (`default.yml`, `smoke.yml`). A user file
 may start from one of them with `extends: NAME` and override any field; cases are matched by `id`
-(fields of a known id are overridden, a new id is appended, `skip: true` drops a case).
+(fields of a known id are overridden, a new id with its `kind` is appended, `skip: true` drops a case;
+an id the profile does not have, without a `kind`, is refused with the closest id it does have). The
+fields and their defaults are the dataclasses' below, read by speedstats.settings; `speedstats suite`
+prints them.
 
 A suite comes from the pull request's checkout, so reading one is bounded: YAML anchors and aliases
 may repeat a value, but a file that expands to more than MAX_YAML_NODES values (aliases counted each
