@@ -8,7 +8,7 @@ import dataclasses
 
 import yaml
 
-from speedstats.render import write_stdout
+from speedstats.fsutil import write_stdout
 from speedstats.suite import SUITE_WIDE, suite_data, suite_from_dict
 
 DEFAULT = "  # default"
