@@ -244,7 +244,7 @@ def _profile_path(name):
     return path
 
 
-def merge(base, override, where, profile="the profile"):
+def merge(base, override, where, profile):
     """Deep-merge override into a copy of base (the profile named); the 'cases' list merges by id."""
     out = copy.deepcopy(base)
     for key, value in override.items():
@@ -296,8 +296,7 @@ def _skip(case, where):
 def _model(data, where, mode, default_model):
     """The model of a mapping whose mode is read: old-bot runs the shared one (and a mapping that switches
     to old-bot without naming a model gets it)."""
-    fields = {f.name: f for f in Suite.__dataclass_fields__.values()}
-    model = read_value(data.get("model"), fields["model"], where, "",
+    model = read_value(data.get("model"), Suite.__dataclass_fields__["model"], where, "",
                        OLD_BOT_MODEL if mode == "old-bot" else default_model)
     if mode == "old-bot" and model != OLD_BOT_MODEL:
         raise UserError(f"{where}: field 'model': {model} needs 'mode: clean' (old-bot runs the shared "
