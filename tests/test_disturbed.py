@@ -141,11 +141,11 @@ def test_the_suite_sets_when_a_round_is_disturbed():
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("max_other_cores", -1, "field 'disturbance.max_other_cores' must be a number of at least 0, got -1"),
+        ("max_other_cores", -1, "field 'disturbance.max_other_cores' must be at least 0, got -1"),
         (
             "remeasure_rounds",
             1.5,
-            "field 'disturbance.remeasure_rounds' must be an integer of at least 0, got 1.5",
+            "field 'disturbance.remeasure_rounds' must be an integer, got 1.5",
         ),
         (
             "allowed_clock_events",
@@ -157,7 +157,7 @@ def test_the_suite_sets_when_a_round_is_disturbed():
             "no",
             "field 'disturbance.foreign_gpu_processes' must be true or false, got 'no'",
         ),
-        ("max_cores", 1, "unknown field 'disturbance.max_cores'"),
+        ("max_cores", 1, "unknown field 'disturbance.max_cores' (did you mean max_other_cores?)"),
     ],
 )
 def test_bad_disturbance_settings_name_the_field(field, value, message):

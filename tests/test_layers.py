@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = (
     ("helpers", ("speedstats", "speedstats.contenders", "speedstats.errors", "speedstats.text",
                  "speedstats.fsutil", "speedstats.resources", "speedstats.actions_io", "speedstats.gpuinfo",
-                 "speedstats.lock"), ()),
+                 "speedstats.lock", "speedstats.casekinds", "speedstats.settings"), ()),
     ("statistics", ("speedstats.analysis.*",), ("helpers",)),
     ("results", ("speedstats.results", "speedstats.suite", "speedstats.machine"), ("helpers", "statistics")),
     ("verdict", ("speedstats.verdict",), ("helpers", "statistics", "results")),
@@ -30,7 +30,8 @@ LAYERS = (
      ("helpers", "statistics", "results")),
     ("github", ("speedstats.github.*",), ("helpers", "statistics", "results", "verdict", "render", "files")),
     ("commands", ("speedstats.cli", "speedstats.__main__", "speedstats.pipeline", "speedstats.run_cli",
-                  "speedstats.render_cli", "speedstats.compare_cli", "speedstats.github.cli"),
+                  "speedstats.render_cli", "speedstats.compare_cli", "speedstats.suite_cli",
+                  "speedstats.github.cli"),
      ("helpers", "statistics", "results", "verdict", "bench", "render", "files", "github")),
 )
 

@@ -181,8 +181,8 @@ def test_rule_fields_are_checked_by_name():
     assert SequentialRule.from_dict({"max_rounds": 25}).looks == [10, 20, 25]
     for bad, message in (({"max_round": 3}, "unknown field 'max_round'"),
                          ({"max_rounds": 5}, r"max_rounds: must be at least first_rounds, got 5"),
-                         ({"first_rounds": 2.5}, "first_rounds: must be an integer"),
-                         ({"confidence": True}, "confidence: must be a number")):
+                         ({"first_rounds": 2.5}, "field 'first_rounds' must be an integer, got 2.5"),
+                         ({"confidence": True}, "field 'confidence' must be a number, got True")):
         with pytest.raises(ValueError, match=message):
             SequentialRule.from_dict(bad)
 

@@ -5,10 +5,11 @@ from pathlib import Path
 import pytest
 
 from speedstats import results as results_model
+from speedstats.casekinds import case_id_for
 from speedstats.errors import UserError
 from speedstats.parse import parse_blocks, parse_speed_stats
 from speedstats.render import render_speed_stats
-from speedstats.results import CaseResult, FrameworkResult, Results, case_id_for
+from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite
 from speedstats.verdict import judge
 

@@ -25,11 +25,12 @@ from speedstats.errors import (
     EXIT_INTERRUPTED,
     SpeedstatsError,
 )
-from speedstats.text import one_line
+from speedstats.text import did_you_mean, one_line
 
 COMMAND_MODULES = (
     "speedstats.run_cli",  # run
     "speedstats.render_cli",  # render, parse
+    "speedstats.suite_cli",  # suite
     "speedstats.compare_cli",  # compare, trend
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
 )
@@ -137,8 +138,32 @@ def internal_error(command, exc, args):
     return EXIT_INTERNAL_ERROR
 
 
+def _command_parser(parser, command):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(command)
+    return None
+
+
+def unrecognized(parser, args, extras):
+    """Arguments no option takes: one line naming them, with the option closest to the first unknown
+    one (argparse suggests only for choices); EXIT_BAD_INPUT, as argparse's own usage errors."""
+    options = [o for p in (parser, _command_parser(parser, args.command)) if p is not None
+               for action in p._actions for o in action.option_strings if o.startswith("--")]
+    unknown = next((e.split("=", 1)[0] for e in extras if e.startswith("--")), None)
+    hint = did_you_mean(unknown[2:], [o[2:] for o in options], prefix="--") if unknown else ""
+    if not hint:
+        command = f" {args.command}" if getattr(args, "command", None) else ""
+        hint = f" (see 'speedstats{command} --help')"
+    _error(f"unrecognized arguments: {' '.join(extras)}{hint}", args)
+    return EXIT_BAD_INPUT
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        return unrecognized(parser, args, extras)
     status = _run(args)
     try:
         if sys.stdout is not None:

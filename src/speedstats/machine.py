@@ -23,11 +23,10 @@ Defaults, each one a field of the suite's `disturbance:` mapping:
 
 from __future__ import annotations
 
-import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from speedstats.errors import UserError
+from speedstats.settings import setting
 
 # NVML's clocks-event reason bits (nvmlClocksEventReason*), by the names the suite and results use.
 CLOCK_EVENTS = {
@@ -56,63 +55,17 @@ CLOCK_EVENT_TEXT = {
 
 @dataclass
 class DisturbanceSpec:
-    max_other_cores: float = 0.25
-    min_sm_clock_ratio: float = 0.75
-    allowed_clock_events: list[str] = field(default_factory=lambda: ["gpu_idle", "applications_clocks"])
+    """The suite's `disturbance:` mapping (see the module's docstring)."""
+
+    max_other_cores: float = setting(0.25, minimum=0)
+    min_sm_clock_ratio: float = setting(0.75, minimum=0)
+    allowed_clock_events: list[str] = setting(factory=lambda: ["gpu_idle", "applications_clocks"],
+                                              choices=tuple(CLOCK_EVENTS.values()))
     foreign_gpu_processes: bool = True
-    remeasure_rounds: int = 2
-    retry_wait_s: float = 1.0
-    quiet_wait_s: float = 600.0
-    max_cv: float = 0.10
-
-
-_NUMBERS = {
-    "max_other_cores": (0.0, False),
-    "min_sm_clock_ratio": (0.0, False),
-    "remeasure_rounds": (0, True),
-    "retry_wait_s": (0.0, False),
-    "quiet_wait_s": (0.0, False),
-    "max_cv": (0.0, False),
-}
-
-
-def disturbance_from_dict(data, where):
-    """The suite's `disturbance:` mapping (None: the defaults)."""
-    spec = DisturbanceSpec()
-    if data is None:
-        return spec
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: field 'disturbance' must be a mapping")
-    for key, value in data.items():
-        name = f"disturbance.{key}"
-        if key in _NUMBERS:
-            minimum, integer = _NUMBERS[key]
-            kind = (int,) if integer else (int, float)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, kind)
-                or not math.isfinite(value)
-                or value < minimum
-            ):
-                raise UserError(
-                    f"{where}: field '{name}' must be {'an integer' if integer else 'a number'} "
-                    f"of at least {minimum:g}, got {value!r}"
-                )
-            setattr(spec, key, value)
-        elif key == "allowed_clock_events":
-            known = list(CLOCK_EVENTS.values())
-            if not isinstance(value, list) or any(item not in known for item in value):
-                raise UserError(
-                    f"{where}: field '{name}' must be a list of {', '.join(known)}, got {value!r}"
-                )
-            spec.allowed_clock_events = list(value)
-        elif key == "foreign_gpu_processes":
-            if not isinstance(value, bool):
-                raise UserError(f"{where}: field '{name}' must be true or false, got {value!r}")
-            spec.foreign_gpu_processes = value
-        else:
-            raise UserError(f"{where}: unknown field '{name}'")
-    return spec
+    remeasure_rounds: int = setting(2, minimum=0)
+    retry_wait_s: float = setting(1.0, minimum=0)
+    quiet_wait_s: float = setting(600.0, minimum=0)
+    max_cv: float = setting(0.10, minimum=0)
 
 
 def clock_event_names(mask):

@@ -17,12 +17,13 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from speedstats.casekinds import CASE_KINDS, RESNET50, SWIN_DATALOADER, case_id_for, case_kind
+from speedstats.contenders import HEAD, PYTORCH, SPEED_STATS_ROLES, contender
 from speedstats.errors import UserError
 from speedstats.results import (
     CaseResult,
     FrameworkResult,
     Results,
-    case_id_for,
     check_count,
     check_framework,
     check_input_shape,
@@ -63,11 +64,12 @@ _NO_RESULTS = re.compile(r"^speed job produced no results$")
 # What a stats line starts with; such a line must parse in full, and a line that is only the start of
 # one of these phrases (at least TRUNCATED_MIN characters of it) was cut off.
 _STATS_START = re.compile(r"^(?:(?:OneFlow|PyTorch) (?:resnet50|swin)|Relative speed|GPU Name)")
-_STATS_PHRASES = tuple(f"{fw} {what} time:" for fw in ("OneFlow", "PyTorch")
-                       for what in ("resnet50", "swin dataloader")
-                       ) + ("Relative speed:", "GPU Name:")
+_STATS_PHRASES = tuple(f"{contender(role).framework} {kind.printed} time:" for role in SPEED_STATS_ROLES
+                       for kind in CASE_KINDS) + ("Relative speed:", "GPU Name:")
 TRUNCATED_MIN = 4
 _FAILED_START = re.compile(r"^(?:resnet50 batch|swin dataloader|speed job)")
+_TIME_LINES = {RESNET50: _RESNET, SWIN_DATALOADER: _SWIN}
+_SAME_CASE = {RESNET50: ("shape", "ddp", "ws"), SWIN_DATALOADER: ("workers",)}  # the groups both lines share
 
 
 @dataclass
@@ -79,8 +81,8 @@ class _Half:
     match: re.Match
 
     def same_case(self, other):
-        keys = ("shape", "ddp", "ws") if self.kind == "resnet50" else ("workers",)
-        return self.kind == other.kind and all(self.match.group(k) == other.match.group(k) for k in keys)
+        return self.kind == other.kind and all(self.match.group(k) == other.match.group(k)
+                                               for k in _SAME_CASE[self.kind])
 
 
 @dataclass
@@ -160,7 +162,7 @@ class _Parser:
                 self.blocks.append(_Block())
             self.blocks[-1].gpu_name = gpu.group("name").strip()
             return
-        for kind, pattern in (("resnet50", _RESNET), ("swin_dataloader", _SWIN)):
+        for kind, pattern in _TIME_LINES.items():
             match = pattern.match(text)
             if match:
                 self.time_line(number, text, _Half(number, kind, match))
@@ -187,7 +189,7 @@ class _Parser:
         if self.pytorch is None:
             self.fail(number, f"a Relative speed line must follow a PyTorch line: {_snippet(text)!r}")
         of, pt = self.oneflow.match, self.pytorch.match
-        unit = "ms" if self.oneflow.kind == "resnet50" else "s"
+        unit = case_kind(self.oneflow.kind).unit
         if match.group("unit") != unit or (Decimal(match.group("pt")), Decimal(match.group("of"))) != (
             Decimal(pt.group("per")), Decimal(of.group("per"))
         ):
@@ -216,10 +218,10 @@ class _Parser:
                 per_iter_s=_seconds(m.group("per"), unit),
                 times=int(m.group("times")),
             )
-            for name, m in (("oneflow", of), ("pytorch", pt))
+            for name, m in ((HEAD, of), (PYTORCH, pt))
         }
         times = int(of.group("times"))
-        if kind == "resnet50":
+        if kind == RESNET50:
             shape = [int(x) for x in of.group("shape").split(", ")]
             ddp = of.group("ddp") is not None
             world_size = int(of.group("ws")) if ddp else 1
@@ -241,19 +243,19 @@ class _Parser:
         if match:
             batch, ddp = int(match.group("batch")), match.group("ws") is not None
             world_size = int(match.group("ws")) if ddp else 1
-            case_id = match.group("id") or case_id_for("resnet50", batch, ddp=ddp, world_size=world_size)
+            case_id = match.group("id") or case_id_for(RESNET50, batch, ddp=ddp, world_size=world_size)
             block.cases.append(self.checked(CaseResult(
-                id=case_id, kind="resnet50", batch_size=batch, times=_default_times(case_id),
+                id=case_id, kind=RESNET50, batch_size=batch, times=_default_times(case_id),
                 input_shape=[batch, 3, 224, 224], ddp=ddp, world_size=world_size, error=match.group("error"),
             ), number))
             return
         match = _FAILED_SWIN.match(text)
         if match:
             workers = int(match.group("workers"))
-            case_id = match.group("id") or case_id_for("swin_dataloader", int(match.group("batch")),
+            case_id = match.group("id") or case_id_for(SWIN_DATALOADER, int(match.group("batch")),
                                                        num_workers=workers)
             block.cases.append(self.checked(CaseResult(
-                id=case_id, kind="swin_dataloader", batch_size=int(match.group("batch")),
+                id=case_id, kind=SWIN_DATALOADER, batch_size=int(match.group("batch")),
                 times=_default_times(case_id), num_workers=workers, error=match.group("error"),
             ), number))
             return

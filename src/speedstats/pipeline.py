@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from speedstats.casekinds import case_kind
 from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
 from speedstats.fsutil import write_atomic
 from speedstats.render import render_speed_stats
@@ -283,7 +284,7 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
 
     with device_lock(device, lock_timeout):
         dataset_dir = None
-        if any(c.kind == "swin_dataloader" for c in suite.cases):
+        if any(case_kind(c.kind).uses_dataset for c in suite.cases):
             cache = Path(suite.dataset.cache_dir or cache)
             progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
             dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)

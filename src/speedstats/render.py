@@ -15,11 +15,11 @@ from pathlib import Path
 import jinja2
 
 from speedstats import verdict as verdicts
-from speedstats.contenders import LABELS, ROLE_WORDS, of_family
+from speedstats.casekinds import case_id_for
+from speedstats.contenders import HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
 from speedstats.errors import UserError
 from speedstats.machine import DisturbanceSpec, unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
-from speedstats.results import case_id_for
 from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
@@ -154,8 +154,8 @@ def case_view(case, case_verdict):
         num_workers=case.num_workers,
         ddp=case.ddp,
         world_size=case.world_size,
-        oneflow=_framework_view(case.frameworks.get("oneflow")),
-        pytorch=_framework_view(case.frameworks.get("pytorch")),
+        oneflow=_framework_view(case.frameworks.get(HEAD)),
+        pytorch=_framework_view(case.frameworks.get(PYTORCH)),
         relative_speed=case.relative_speed,
         marks=dict(case_verdict.marks),
         score=case_verdict.score,
@@ -311,11 +311,10 @@ def speed_stats_notes_context(results, verdict):
     likely = [row for row in rows
               if row["verdict"] == "inconclusive" and row["leaning"] == verdicts.LIKELY_SLOWER]
     roles = [r for r in ROLE_LABELS if r in results.builds]
-    builds = [{"role": ROLE_LABELS[r] if with_base or r != "oneflow" else "",
+    # The role is named for the head only beside a base, and never for PyTorch.
+    builds = [{"role": ROLE_LABELS[r] if (with_base or r != HEAD) and r != PYTORCH else "",
                "text": build_text(results.builds[r])}
               for r in roles]
-    for build in builds:
-        build["role"] = build["role"] if build["role"] != "PyTorch" else ""
     rule = verdict.rule
     return {
         "rows": rows, "likely": likely, "confirmed": confirmed, "cleared": cleared, "builds": builds,

@@ -12,20 +12,13 @@ from speedstats.compare_cli import compare_options
 from speedstats.fsutil import read_text, write_atomic, write_stdout
 from speedstats.parse import UNKNOWN_GPU, parse_speed_stats
 from speedstats.render import render_speed_stats
-from speedstats.suite import builtin_profiles, load_suite
+from speedstats.suite import JUDGING_PROFILE_HELP, JUDGING_SUITE_HELP, judging_suite
 from speedstats.verdict import judge
-
-
-def suite_for(results, suite_path=None, profile=None):
-    """The suite to judge results by: a file or profile if given, else the results' own profile."""
-    if suite_path is None and profile is None:
-        profile = results.suite if results.suite in builtin_profiles() else "default"
-    return load_suite(suite_path, profile)
 
 
 def render_command(args):
     results = results_model.load(args.results)
-    suite = suite_for(results, args.suite, args.profile)
+    suite = judging_suite(results, args.suite, args.profile)
     verdict = judge(results, suite)
     body = render_speed_stats(results, suite, verdict, templates_dir=args.templates,
                               show_memory=args.memory or None)
@@ -78,12 +71,8 @@ def register(subparsers):
         "thresholds. Exit 0 when the verdict passes, 1 when it fails, 2 on bad input.",
     )
     render.add_argument("results", metavar="RESULTS.json", help="results of a run (speedstats run, or parse)")
-    render.add_argument("--suite", metavar="FILE", help="suite file with the thresholds")
-    render.add_argument(
-        "--profile", metavar="NAME",
-        help="built-in suite (default: the results' suite when built in, else 'default'); "
-        "with --suite, the profile the file extends",
-    )
+    render.add_argument("--suite", metavar="FILE", help=JUDGING_SUITE_HELP)
+    render.add_argument("--profile", metavar="NAME", help=JUDGING_PROFILE_HELP)
     render.add_argument("--templates", metavar="DIR",
                         help="folder of templates that replace the built-in ones")
     render.add_argument("--out", metavar="FILE", help="write the body to FILE instead of stdout")

@@ -14,38 +14,18 @@ from dataclasses import asdict, dataclass, field
 
 from speedstats.analysis.paired import PairedVerdict
 from speedstats.analysis.stats import VERDICTS as PAIRED_VERDICTS
-from speedstats.contenders import ROLES, SPEED_STATS_ROLES
+from speedstats.casekinds import KIND_NAMES, case_kind
+from speedstats.contenders import HEAD, PYTORCH, ROLES, SPEED_STATS_ROLES
 from speedstats.errors import UserError
 from speedstats.text import one_line, shown
 
 SCHEMA = "speedstats/results/v1"
-CASE_KINDS = ("resnet50", "swin_dataloader")
 MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
-DEFAULT_DDP_WORLD_SIZE = 2  # the old bot's DDP cases ran on 2 ranks
 # No time is shorter than a nanosecond or longer than about four months: within these, every figure
 # the comment prints (milliseconds, relative speeds, changes in percent) is a finite number.
 MIN_SECONDS, MAX_SECONDS = 1e-9, 1e7
 MAX_RATIO = 1e6  # head/base ratios and their interval (a million times slower is not a benchmark)
 MAX_INTEGER_DIGITS = 300  # a JSON integer with more digits is refused before Python converts it
-# per_iter_s may differ from total_s / times by half the last printed digit: the comment prints
-# resnet50 times in ms with one decimal and dataloader times in s with three (parse reads them back).
-PRINTED_HALF_UNIT_S = {"resnet50": 0.05e-3, "swin_dataloader": 0.5e-3}
-
-
-def case_id_for(kind, batch_size, ddp=False, num_workers=None, world_size=DEFAULT_DDP_WORLD_SIZE):
-    """The suite id of a case: resnet50-bs16, resnet50-ddp-bs16, swin-dataloader-w4.
-
-    A DDP run on other than 2 ranks gets its own id (resnet50-ddp4-bs16), so the 2-rank thresholds
-    of the default suite do not apply to it.
-    """
-    if kind == "resnet50":
-        if not ddp:
-            return f"resnet50-bs{batch_size}"
-        ranks = "" if world_size == DEFAULT_DDP_WORLD_SIZE else str(world_size)
-        return f"resnet50-ddp{ranks}-bs{batch_size}"
-    if kind == "swin_dataloader":
-        return f"swin-dataloader-w{num_workers}"
-    raise ValueError(f"unknown case kind {kind!r}")
 
 
 @dataclass
@@ -122,7 +102,7 @@ class CaseResult:
         """PyTorch time over OneFlow time per iteration, from unrounded figures."""
         if self.failure or len(self.measured) < len(SPEED_STATS_ROLES):
             return None
-        of, pt = self.frameworks["oneflow"], self.frameworks["pytorch"]
+        of, pt = self.frameworks[HEAD], self.frameworks[PYTORCH]
         return (pt.total_s / pt.times) / (of.total_s / of.times)
 
 
@@ -217,7 +197,9 @@ def check_framework(fw, kind, where):
                         f"got {fw.peak_memory_bytes}")
     if None not in (fw.total_s, fw.per_iter_s, fw.times):
         expected = fw.total_s / fw.times
-        tolerance = PRINTED_HALF_UNIT_S.get(kind, 0.0) * 1.001 + expected * 1e-9
+        # per_iter_s may differ from total_s / times by half the last printed digit (parse reads them back)
+        known = case_kind(kind)
+        tolerance = (known.half_printed_unit_s if known else 0.0) * 1.001 + expected * 1e-9
         if abs(fw.per_iter_s - expected) > tolerance:
             raise UserError(f"{where}: field 'per_iter_s' ({fw.per_iter_s:g}) disagrees with total_s / times "
                             f"({fw.total_s:g} / {fw.times} = {expected:g})")
@@ -332,8 +314,8 @@ def case_from_dict(data, where):
     case_id = _field(data, "id", (str,), where)
     where = f"{where} ({case_id})"
     kind = _field(data, "kind", (str,), where)
-    if kind not in CASE_KINDS:
-        raise UserError(f"{where}: field 'kind' must be one of {', '.join(CASE_KINDS)}, got {kind!r}")
+    if kind not in KIND_NAMES:
+        raise UserError(f"{where}: field 'kind' must be one of {', '.join(KIND_NAMES)}, got {kind!r}")
     frameworks_data = _field(data, "frameworks", (dict,), where, required=False, default={})
     frameworks = {}
     for name, fw in frameworks_data.items():
@@ -349,7 +331,8 @@ def case_from_dict(data, where):
         batch_size=_field(data, "batch_size", (int,), where),
         times=_field(data, "times", (int,), where),
         input_shape=shape,
-        num_workers=_field(data, "num_workers", (int,), where, required=kind == "swin_dataloader"),
+        num_workers=_field(data, "num_workers", (int,), where,
+                           required=case_kind(kind).sized_by == "num_workers"),
         ddp=_field(data, "ddp", (bool,), where, required=False, default=False),
         world_size=_field(data, "world_size", (int,), where, required=False, default=1),
         started_at=_field(data, "started_at", (str,), where, required=False),
@@ -363,7 +346,7 @@ def case_from_dict(data, where):
         env=_field(data, "env", (dict,), where, required=False),
         disturbance=_disturbance(data, where),
     )
-    if kind == "resnet50" and shape is None:
+    if case_kind(kind).sized_by == "input_shape" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
     check_count(case.batch_size, "batch_size", where)
     if shape is not None:

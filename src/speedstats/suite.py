@@ -2,7 +2,10 @@
 
 Built-in profiles live in the project's `suites/` folder (`default.yml`, `smoke.yml`). A user file
 may start from one of them with `extends: NAME` and override any field; cases are matched by `id`
-(fields of a known id are overridden, a new id is appended, `skip: true` drops a case).
+(fields of a known id are overridden, a new id with its `kind` is appended, `skip: true` drops a case;
+an id the profile does not have, without a `kind`, is refused with the closest id it does have). The
+fields and their defaults are the dataclasses' below, read by speedstats.settings; `speedstats suite`
+prints them.
 
 A suite comes from the pull request's checkout, so reading one is bounded: YAML anchors and aliases
 may repeat a value, but a file that expands to more than MAX_YAML_NODES values (aliases counted each
@@ -13,55 +16,113 @@ an error message quotes at most a few dozen characters of a value.
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 
 import yaml
 
 from speedstats.analysis.paired import DEFAULT_RULE, SequentialRule
+from speedstats.casekinds import DEFAULT_DDP_WORLD_SIZE, KIND_NAMES, case_kind
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
-from speedstats.machine import DisturbanceSpec, disturbance_from_dict
+from speedstats.machine import DisturbanceSpec
 from speedstats.resources import suites_dir
-from speedstats.text import one_line, shown
+from speedstats.settings import check_known, number, read_settings, read_value, setting
+from speedstats.text import close_match, did_you_mean, one_line, shown
 
-CASE_KINDS = ("resnet50", "swin_dataloader")
 DEFAULT_GPU_KEY = "default"
+DEFAULT_PROFILE = "default"
 # What a ResNet50 step measures (see speedstats.bench.worker.ResNet50Step and docs/methodology.md).
 MODES = ("old-bot", "clean")
 MODELS = ("shared", "library")
 DEFAULT_MODE = "old-bot"
+OLD_BOT_MODEL = "shared"  # the only model old-bot mode runs
+
+
+def _env(value, where, name):
+    """The `env:` mapping: variable names to strings or numbers (as strings)."""
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: field '{name}' must map variable names to values")
+    env = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise UserError(f"{where}: field '{name}' has a bad variable name {shown(key)}")
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            raise UserError(f"{where}: field '{name}.{key}' must be a string or a number, got {shown(item)}")
+        if isinstance(item, str) and "\0" in item:
+            raise UserError(f"{where}: field '{name}.{key}' must not contain a NUL character")
+        env[key] = str(item)
+    return env
+
+
+def _gpu_ms(value, where, name):
+    """`max_oneflow_ms:` GPU names to milliseconds; a bare number is the "default" GPU's."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = {DEFAULT_GPU_KEY: value}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: field '{name}' must map GPU names to milliseconds")
+    for gpu, ms in value.items():
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+            raise UserError(f"{where}: field '{name}.{gpu}' must be a number, got {shown(ms)}")
+        number(ms, f"{name}.{gpu}", where, minimum=0)
+    return {str(gpu): float(ms) for gpu, ms in value.items()}
+
+
+def _folder(value, where, name):
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{where}: field '{name}' must be a folder path, got {shown(value)}")
+    return value
+
+
+def _build(value, where, name):
+    """A build: "installed", a wheel, folder, glob or requirement."""
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{where}: field '{name}' must be a non-empty string, got {shown(value)}")
+    return value.strip()
+
+
+def _pip_args(value, where, name):
+    if not isinstance(value, str):
+        raise UserError(f"{where}: field '{name}' must be a non-empty string, got {shown(value)}")
+    return value.strip()
 
 
 @dataclass
 class DatasetSpec:
-    images: int = 320
-    classes: int = 4
-    min_side: int = 300
-    max_side: int = 500
+    images: int = setting(320, minimum=1)
+    classes: int = setting(4, minimum=1)
+    min_side: int = setting(300, minimum=8)
+    max_side: int = setting(500, minimum=8)
     seed: int = 0
-    cache_dir: str | None = None  # default: <out>/../.cache/speedstats/dataset-...
+    cache_dir: str | None = setting(None, read=_folder)  # default: <out>/../.cache/speedstats/dataset-...
+
+    def check(self, where):
+        if self.max_side < self.min_side:
+            raise ValueError(f"{where}: field 'max_side' must be at least 'min_side'")
+
+
+# A case's fields that default to the suite's own (its `warmup:`, `env:` ...; a case's env goes on top).
+SUITE_WIDE = ("warmup", "timeout_s", "rounds", "mode", "model", "env")
 
 
 @dataclass
 class CaseSpec:
     id: str
-    kind: str
-    batch_size: int
-    times: int
-    warmup: int
-    timeout_s: float
-    rounds: int = 1
-    image_size: int = 224  # resnet50 input side
+    kind: str = setting(choices=KIND_NAMES)
+    batch_size: int = setting(minimum=1)
+    times: int = setting(minimum=1)
+    warmup: int = setting(minimum=0)
+    timeout_s: float = setting(minimum=1)
+    rounds: int = setting(minimum=1)
+    mode: str = setting(choices=MODES)
+    model: str = setting(choices=MODELS)  # library: torchvision's / flowvision's ResNet50 (clean mode only)
+    env: dict[str, str] = setting(read=_env)  # the suite's env: with the case's on top
+    image_size: int = setting(224, minimum=1)  # resnet50 input side
     ddp: bool = False
-    world_size: int = 1
-    num_workers: int | None = None  # dataloader
-    input_size: int = 224  # dataloader transform output side
-    min_relative_speed: float | None = None
-    max_oneflow_ms: dict[str, float] = field(default_factory=dict)  # GPU name -> ms, "default" key
-    mode: str = DEFAULT_MODE
-    model: str = "shared"  # library: torchvision's / flowvision's ResNet50 (clean mode only)
-    env: dict[str, str] = field(default_factory=dict)  # the suite's env: with the case's on top
+    world_size: int = setting(1, minimum=1)  # with ddp: DEFAULT_DDP_WORLD_SIZE
+    num_workers: int | None = setting(None, minimum=0)  # dataloader; default: its kind's
+    input_size: int = setting(224, minimum=1)  # dataloader transform output side
+    min_relative_speed: float | None = setting(None, minimum=0)
+    max_oneflow_ms: dict[str, float] = setting(factory=dict, read=_gpu_ms)  # GPU name -> ms, "default" key
 
     @property
     def input_shape(self):
@@ -74,39 +135,40 @@ class CaseSpec:
         return self.max_oneflow_ms.get(DEFAULT_GPU_KEY)
 
 
-BUILD_FIELDS = ("oneflow", "baseline_oneflow", "pytorch", "flowvision", "pip_args")
-
-
 @dataclass
 class BuildsSpec:
     """What each contender runs: "installed" (the environment's own), a wheel, folder, glob or requirement."""
 
-    oneflow: str = "installed"  # the build under test (the head)
-    baseline_oneflow: str | None = None  # the base build to judge the head against; none: no baseline
-    pytorch: str = "installed"  # torch and torchvision (and timm for the dataloader)
-    flowvision: str = "installed"  # installed into both OneFlow builds when not "installed"
-    pip_args: str = ""  # extra pip arguments for requirements, e.g. "--extra-index-url URL"
+    oneflow: str = setting("installed", read=_build)  # the build under test (the head)
+    # The base build to judge the head against; none: no baseline.
+    baseline_oneflow: str | None = setting(None, read=_build)
+    pytorch: str = setting("installed", read=_build)  # torch and torchvision (and timm for the dataloader)
+    flowvision: str = setting("installed", read=_build)  # into both OneFlow builds when not "installed"
+    pip_args: str = setting("", read=_pip_args)  # extra pip arguments: "--extra-index-url URL"
+
+
+BUILD_FIELDS = tuple(BuildsSpec.__dataclass_fields__)
 
 
 @dataclass
 class Suite:
-    name: str
-    cases: list[CaseSpec]
-    dataset: DatasetSpec = field(default_factory=DatasetSpec)
-    warmup: int = 5
-    rounds: int = 1
-    timeout_s: float = 1800.0
+    name: str = "custom"
+    cases: list[CaseSpec] = field(default_factory=list)
+    dataset: DatasetSpec = setting(factory=DatasetSpec, section=True)
+    warmup: int = setting(5, minimum=0)
+    rounds: int = setting(1, minimum=1)
+    timeout_s: float = setting(1800.0, minimum=1)
     interleave: bool = True
-    lock_timeout_s: float = 3600.0
+    lock_timeout_s: float = setting(3600.0, minimum=0)
     show_memory: bool = False  # the comment adds each case's peak memory lines
     builds: BuildsSpec = field(default_factory=BuildsSpec)
     confirm: bool = True  # measure a flagged case again in fresh processes before alerting
     pause_idle: bool = True  # stop (SIGSTOP) the contenders not being timed during another's round
     # The head-vs-base rule: when a baseline build is measured, how many rounds, and what they must show.
     head_vs_base: SequentialRule = DEFAULT_RULE
-    mode: str = DEFAULT_MODE
-    model: str = "shared"
-    env: dict[str, str] = field(default_factory=dict)
+    mode: str = setting(DEFAULT_MODE, choices=MODES)
+    model: str = setting(OLD_BOT_MODEL, choices=MODELS)
+    env: dict[str, str] = setting(factory=dict, read=_env)
     # When a round counts as disturbed, how often it is measured again, when rounds are unstable.
     disturbance: DisturbanceSpec = field(default_factory=DisturbanceSpec)
 
@@ -175,24 +237,27 @@ def _read_yaml(path):
 def _profile_path(name):
     path = suites_dir() / f"{name}.yml"
     if not path.is_file():
-        raise UserError(f"unknown profile {shown(name)} (built-in: {', '.join(builtin_profiles())})")
+        profiles = builtin_profiles()
+        close = close_match(name, profiles)
+        hint = f"; did you mean {close}?" if close else ""
+        raise UserError(f"unknown profile {shown(name)} (built-in: {', '.join(profiles)}{hint})")
     return path
 
 
-def merge(base, override, where):
-    """Deep-merge override into a copy of base; the 'cases' list merges by id."""
+def merge(base, override, where, profile):
+    """Deep-merge override into a copy of base (the profile named); the 'cases' list merges by id."""
     out = copy.deepcopy(base)
     for key, value in override.items():
         if key == "cases":
-            out["cases"] = _merge_cases(out.get("cases") or [], value, where)
+            out["cases"] = _merge_cases(out.get("cases") or [], value, where, profile)
         elif isinstance(value, dict) and isinstance(out.get(key), dict) and key != "max_oneflow_ms":
-            out[key] = merge(out[key], value, where)
+            out[key] = merge(out[key], value, where, profile)
         else:
             out[key] = copy.deepcopy(value)
     return out
 
 
-def _merge_cases(base_cases, override_cases, where):
+def _merge_cases(base_cases, override_cases, where, profile):
     if not isinstance(override_cases, list):
         raise UserError(f"{where}: field 'cases' must be a list")
     merged = [copy.deepcopy(c) for c in base_cases]
@@ -210,6 +275,10 @@ def _merge_cases(base_cases, override_cases, where):
                     target[key] = {**target[key], **value}
                 else:
                     target[key] = copy.deepcopy(value)
+        elif "kind" not in case:  # neither a case of the profile nor a new one: a misspelt id
+            hint = did_you_mean(case["id"], list(index)) or "; a new case needs its 'kind'"
+            raise UserError(f"{where}: cases[{i}]: case {shown(case['id'])} is not in profile "
+                            f"{shown(profile)}{hint}")
         else:
             index[case["id"]] = len(merged)
             merged.append(copy.deepcopy(case))
@@ -224,78 +293,19 @@ def _skip(case, where):
     return value
 
 
-MAX_INTEGER = 2**31 - 1
-
-
-def _number(data, key, where, default=None, integer=False, minimum=None, required=False):
-    if key not in data or data[key] is None:
-        if required:
-            raise UserError(f"{where}: missing field '{key}'")
-        return default
-    value = data[key]
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise UserError(f"{where}: field '{key}' must be {kind}, got {shown(value)}")
-    try:
-        finite = math.isfinite(float(value))
-    except OverflowError:
-        finite = False
-    if not finite or (integer and abs(value) > MAX_INTEGER):
-        raise UserError(f"{where}: field '{key}' must be a finite number of sensible size, "
-                        f"got {shown(value)}")
-    if minimum is not None and value < minimum:
-        raise UserError(f"{where}: field '{key}' must be at least {minimum}, got {shown(value)}")
-    return value
-
-
-_CASE_FIELDS = {
-    "id", "kind", "batch_size", "times", "warmup", "timeout_s", "rounds", "image_size", "ddp",
-    "world_size", "num_workers", "input_size", "min_relative_speed", "max_oneflow_ms", "skip",
-    "mode", "model", "env",
-}
-_SUITE_FIELDS = {
-    "name", "extends", "cases", "dataset", "warmup", "rounds", "timeout_s", "interleave", "lock_timeout_s",
-    "show_memory", "builds", "confirm", "pause_idle", "mode", "model", "env", "disturbance", "head_vs_base",
-}
-
-
-def _choice(data, key, where, choices, default):
-    value = data.get(key, default)
-    if value not in choices:
-        raise UserError(f"{where}: field '{key}' must be one of {', '.join(choices)}, got {shown(value)}")
-    return value
-
-
-def _env(data, where, base=None):
-    """The `env:` mapping: variable names to strings or numbers, on top of base."""
-    env = dict(base or {})
-    value = data.get("env")
-    if value is None:
-        return env
-    if not isinstance(value, dict):
-        raise UserError(f"{where}: field 'env' must map variable names to values")
-    for name, item in value.items():
-        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
-            raise UserError(f"{where}: field 'env' has a bad variable name {shown(name)}")
-        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            raise UserError(f"{where}: field 'env.{name}' must be a string or a number, got {shown(item)}")
-        if isinstance(item, str) and "\0" in item:
-            raise UserError(f"{where}: field 'env.{name}' must not contain a NUL character")
-        env[name] = str(item)
-    return env
-
-
-def _mode_and_model(data, where, default_mode, default_model):
-    mode = _choice(data, "mode", where, MODES, default_mode)
-    # A case that switches to old-bot without naming a model runs the shared one.
-    model = _choice(data, "model", where, MODELS, "shared" if mode == "old-bot" else default_model)
-    if mode == "old-bot" and model == "library":
-        raise UserError(f"{where}: field 'model': library needs 'mode: clean' (old-bot runs the shared "
+def _model(data, where, mode, default_model):
+    """The model of a mapping whose mode is read: old-bot runs the shared one (and a mapping that switches
+    to old-bot without naming a model gets it)."""
+    model = read_value(data.get("model"), Suite.__dataclass_fields__["model"], where, "",
+                       OLD_BOT_MODEL if mode == "old-bot" else default_model)
+    if mode == "old-bot" and model != OLD_BOT_MODEL:
+        raise UserError(f"{where}: field 'model': {model} needs 'mode: clean' (old-bot runs the shared "
                         "model)")
-    return mode, model
+    return model
 
 
-def _case(data, i, suite_defaults, where):
+def _case(data, i, suite, where):
+    """A case of the suite; the suite-wide settings are its defaults."""
     where = f"{where}: cases[{i}]"
     if not isinstance(data, dict):
         raise UserError(f"{where}: must be a mapping")
@@ -303,64 +313,31 @@ def _case(data, i, suite_defaults, where):
     if not isinstance(case_id, str) or not case_id:
         raise UserError(f"{where}: field 'id' must be a non-empty string")
     where = f"{where} ({one_line(case_id, 60)})"
-    unknown = sorted(set(data) - _CASE_FIELDS, key=str)
-    if unknown:
-        raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
+    check_known(data, [*CaseSpec.__dataclass_fields__, "skip"], where)
     kind = data.get("kind")
-    if kind not in CASE_KINDS:
-        raise UserError(f"{where}: field 'kind' must be one of {', '.join(CASE_KINDS)}, got {shown(kind)}")
+    if kind not in KIND_NAMES:
+        raise UserError(f"{where}: field 'kind' must be one of {', '.join(KIND_NAMES)}, got {shown(kind)}")
     ddp = data.get("ddp", False)
     if not isinstance(ddp, bool):
         raise UserError(f"{where}: field 'ddp' must be true or false, got {shown(ddp)}")
-    ms = data.get("max_oneflow_ms") or {}
-    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
-        ms = {DEFAULT_GPU_KEY: ms}
-    if not isinstance(ms, dict):
-        raise UserError(f"{where}: field 'max_oneflow_ms' must map GPU names to milliseconds")
-    for gpu in ms:
-        if isinstance(ms[gpu], bool) or not isinstance(ms[gpu], (int, float)):
-            raise UserError(f"{where}: field 'max_oneflow_ms.{gpu}' must be a number, got {shown(ms[gpu])}")
-        _number({f"max_oneflow_ms.{gpu}": ms[gpu]}, f"max_oneflow_ms.{gpu}", where, minimum=0)
-    case = CaseSpec(
-        id=case_id,
-        kind=kind,
-        batch_size=_number(data, "batch_size", where, integer=True, minimum=1, required=True),
-        times=_number(data, "times", where, integer=True, minimum=1, required=True),
-        warmup=_number(data, "warmup", where, default=suite_defaults["warmup"], integer=True, minimum=0),
-        timeout_s=_number(data, "timeout_s", where, default=suite_defaults["timeout_s"], minimum=1),
-        rounds=_number(data, "rounds", where, default=suite_defaults["rounds"], integer=True, minimum=1),
-        image_size=_number(data, "image_size", where, default=224, integer=True, minimum=1),
-        ddp=ddp,
-        world_size=_number(data, "world_size", where, default=2 if ddp else 1, integer=True, minimum=1),
-        num_workers=_number(data, "num_workers", where, default=0 if kind == "swin_dataloader" else None,
-                            integer=True, minimum=0),
-        input_size=_number(data, "input_size", where, default=224, integer=True, minimum=1),
-        min_relative_speed=_number(data, "min_relative_speed", where, minimum=0),
-        max_oneflow_ms={str(k): float(v) for k, v in ms.items()},
-    )
-    case.mode, case.model = _mode_and_model(data, where, suite_defaults["mode"], suite_defaults["model"])
-    case.env = _env(data, where, suite_defaults["env"])
-    if case.kind == "swin_dataloader" and case.ddp:
-        raise UserError(f"{where}: a swin_dataloader case cannot be ddp")
+    defaults = {name: getattr(suite, name) for name in SUITE_WIDE}
+    defaults["world_size"] = DEFAULT_DDP_WORLD_SIZE if ddp else 1
+    defaults["num_workers"] = case_kind(kind).default_num_workers
+    values = read_settings(CaseSpec, data, where, defaults=defaults, skip=("model", "env"), ignore=("skip",))
+    values["model"] = _model(data, where, values["mode"], suite.model)
+    values["env"] = {**suite.env, **(_env(data["env"], where, "env") if data.get("env") is not None else {})}
+    case = CaseSpec(**values)
+    if case.ddp and not case_kind(case.kind).ddp:
+        raise UserError(f"{where}: a {case.kind} case cannot be ddp")
     if not case.ddp and case.world_size != 1:
         raise UserError(f"{where}: field 'world_size' needs 'ddp: true'")
     return case
 
 
 def suite_from_dict(data, where):
-    unknown = sorted(set(data) - _SUITE_FIELDS, key=str)
-    if unknown:
-        raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
-    name = data.get("name", "custom")
-    if not isinstance(name, str):
-        raise UserError(f"{where}: field 'name' must be a string")
-    defaults = {
-        "warmup": _number(data, "warmup", where, default=5, integer=True, minimum=0),
-        "timeout_s": _number(data, "timeout_s", where, default=1800.0, minimum=1),
-        "rounds": _number(data, "rounds", where, default=1, integer=True, minimum=1),
-        "env": _env(data, where),
-    }
-    defaults["mode"], defaults["model"] = _mode_and_model(data, where, DEFAULT_MODE, "shared")
+    """The Suite of a mapping (a profile, or a user file merged onto the profile it extends)."""
+    suite = Suite(**read_settings(Suite, data, where, skip=("cases", "model"), ignore=("extends",)))
+    suite.model = _model(data, where, suite.mode, Suite.model)
     cases_data = data.get("cases")
     if not isinstance(cases_data, list) or not cases_data:
         raise UserError(f"{where}: field 'cases' must be a non-empty list")
@@ -368,101 +345,53 @@ def suite_from_dict(data, where):
             if not (isinstance(c, dict) and _skip(c, f"{where}: cases[{i}]"))]
     if not kept:
         raise UserError(f"{where}: every case has 'skip: true'; nothing to run")
-    cases = [_case(c, i, defaults, where) for i, c in kept]
+    suite.cases = [_case(c, i, suite, where) for i, c in kept]
     seen = set()
-    for case in cases:
+    for case in suite.cases:
         if case.id in seen:
             raise UserError(f"{where}: case id {shown(case.id)} appears twice")
         seen.add(case.id)
-    ds = data.get("dataset") or {}
-    if not isinstance(ds, dict):
-        raise UserError(f"{where}: field 'dataset' must be a mapping")
-    unknown = sorted(set(ds) - set(DatasetSpec.__dataclass_fields__), key=str)
-    if unknown:
-        raise UserError(f"{where}: unknown field 'dataset.{one_line(unknown[0], 60)}'")
-    dw = f"{where}: dataset"
-    dataset = DatasetSpec(
-        images=_number(ds, "images", dw, default=320, integer=True, minimum=1),
-        classes=_number(ds, "classes", dw, default=4, integer=True, minimum=1),
-        min_side=_number(ds, "min_side", dw, default=300, integer=True, minimum=8),
-        max_side=_number(ds, "max_side", dw, default=500, integer=True, minimum=8),
-        seed=_number(ds, "seed", dw, default=0, integer=True),
-        cache_dir=ds.get("cache_dir"),
-    )
-    if dataset.cache_dir is not None and (not isinstance(dataset.cache_dir, str) or not dataset.cache_dir):
-        raise UserError(f"{dw}: field 'cache_dir' must be a folder path, got {shown(dataset.cache_dir)}")
-    if dataset.max_side < dataset.min_side:
-        raise UserError(f"{dw}: field 'max_side' must be at least 'min_side'")
-    interleave = data.get("interleave", True)
-    if not isinstance(interleave, bool):
-        raise UserError(f"{where}: field 'interleave' must be true or false")
-    show_memory = data.get("show_memory", False)
-    if not isinstance(show_memory, bool):
-        raise UserError(f"{where}: field 'show_memory' must be true or false")
-    confirm, pause_idle = data.get("confirm", True), data.get("pause_idle", True)
-    for key, value in (("confirm", confirm), ("pause_idle", pause_idle)):
-        if not isinstance(value, bool):
-            raise UserError(f"{where}: field '{key}' must be true or false")
-    return Suite(
-        name=name,
-        cases=cases,
-        builds=_builds(data.get("builds"), where),
-        confirm=confirm,
-        pause_idle=pause_idle,
-        head_vs_base=_head_vs_base(data.get("head_vs_base"), where),
-        dataset=dataset,
-        warmup=defaults["warmup"],
-        rounds=defaults["rounds"],
-        timeout_s=defaults["timeout_s"],
-        interleave=interleave,
-        lock_timeout_s=_number(data, "lock_timeout_s", where, default=3600.0, minimum=0),
-        show_memory=show_memory,
-        mode=defaults["mode"],
-        model=defaults["model"],
-        env=defaults["env"],
-        disturbance=disturbance_from_dict(data.get("disturbance"), where),
-    )
+    return suite
 
 
-def _head_vs_base(data, where):
-    if data is None:
-        return DEFAULT_RULE
-    try:
-        return SequentialRule.from_dict(data, f"{where}: head_vs_base")
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+def judging_suite_source(recorded, suite_path=None, profile=None):
+    """Which suite judges a results file, as (path, profile) for load_suite: the suite file or profile
+    given (a file extending the profile when both are), else the built-in profile the results were
+    measured with (their `suite`), else the default profile. The one rule of render,
+    post-from-artifact and report."""
+    if suite_path or profile:
+        return suite_path or None, profile or None
+    return None, recorded if recorded in builtin_profiles() else DEFAULT_PROFILE
 
 
-def _builds(data, where):
-    if data is None:
-        return BuildsSpec()
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: field 'builds' must be a mapping")
-    unknown = sorted(set(data) - set(BUILD_FIELDS), key=str)
-    if unknown:
-        raise UserError(f"{where}: unknown field 'builds.{one_line(unknown[0], 60)}' "
-                        f"(known: {', '.join(BUILD_FIELDS)})")
-    values = {}
-    for key, value in data.items():
-        if value is None:
-            continue
-        if not isinstance(value, str) or (key != "pip_args" and not value.strip()):
-            raise UserError(f"{where}: field 'builds.{key}' must be a non-empty string, got {shown(value)}")
-        values[key] = value.strip()
-    return BuildsSpec(**values)
+# The help of --suite and --profile of each command that judges a results file.
+JUDGING_SUITE_HELP = "suite file whose thresholds judge the results (may extend a profile with 'extends:')"
+JUDGING_PROFILE_HELP = ("built-in suite that judges the results (default: the results' suite when it is a "
+                        "built-in profile, else 'default'); with --suite, the profile the file extends")
+
+
+def judging_suite(results, suite_path=None, profile=None):
+    """The suite that judges results (see judging_suite_source)."""
+    return load_suite(*judging_suite_source(results.suite, suite_path, profile))
 
 
 def load_suite(path=None, profile=None):
     """The suite to run: a user file (optionally extending a profile) or a built-in profile."""
+    return suite_from_dict(*suite_data(path, profile))
+
+
+def suite_data(path=None, profile=None):
+    """(the mapping the suite is read from, where it comes from for error messages): a built-in profile,
+    or a user file merged onto the profile it extends."""
     if path is None:
-        name = profile or "default"
-        return suite_from_dict(_read_yaml(_profile_path(name)), f"{name}.yml")
+        name = profile or DEFAULT_PROFILE
+        return _read_yaml(_profile_path(name)), f"{name}.yml"
     data = _read_yaml(path)
     base_name = data.pop("extends", None) or profile
     if base_name is not None:
         if not isinstance(base_name, str):
             raise UserError(f"{path}: field 'extends' must be a profile name")
         base = _read_yaml(_profile_path(base_name))
-        data = merge(base, data, str(path))
+        data = merge(base, data, str(path), base_name)
         data.setdefault("name", base_name)
-    return suite_from_dict(data, str(path))
+    return data, str(path)

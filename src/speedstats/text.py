@@ -1,8 +1,11 @@
 """Text helpers shared by every layer (no framework, Jinja or GitHub imports)."""
 
+import difflib
 import re
 import reprlib
 import unicodedata
+
+from speedstats.casekinds import case_kind
 
 # Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), and
 # the other two-character ESC sequences.
@@ -28,6 +31,23 @@ def shown(value, limit=60):
     bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
     bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 4
     return one_line(bounded.repr(value), limit)
+
+
+def close_match(word, choices):
+    """The choice closest to a misspelt word (difflib's ratio, at least 0.6 as get_close_matches
+    asks), the first in sorted order among equally close ones; None when none is close."""
+    word, best = str(word)[:100], None
+    for choice in sorted({str(c) for c in choices}):
+        ratio = difflib.SequenceMatcher(None, choice, word).ratio()
+        if ratio >= 0.6 and (best is None or ratio > best[0]):
+            best = (ratio, choice)
+    return best[1] if best else None
+
+
+def did_you_mean(word, choices, prefix=""):
+    """' (did you mean X?)' for the choice closest to word, or '' when none is close."""
+    found = close_match(word, choices)
+    return f" (did you mean {prefix}{found}?)" if found is not None else ""
 
 
 def fence_safe(text, limit):
@@ -59,10 +79,10 @@ def markdown_safe(text, limit):
 
 
 def time_text(seconds, kind):
-    """A time as the Speed stats block prints it: ms for ResNet50, seconds per dataloader batch."""
+    """A time as the Speed stats block prints it, in the unit of its case kind (speedstats.casekinds)."""
     if seconds is None:
         return ""
-    return f"{seconds * 1000:.1f}ms" if kind == "resnet50" else f"{seconds:.3f}s"
+    return case_kind(kind).time_text(seconds)
 
 
 def change_percent(fraction):

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
+from speedstats.casekinds import JUDGED_KINDS
+from speedstats.contenders import BASE, HEAD, PYTORCH
 from speedstats.errors import UserError
 from speedstats.text import one_line as text_one_line
 
@@ -35,7 +37,6 @@ FAILING_SCORE = 2  # the job fails when the scores add up to this or more
 RELATIVE_SPEED_DIGITS = 2  # as the comment prints a ResNet50 relative speed
 MS_DIGITS = 1  # as the comment prints milliseconds
 ERROR_TEXT_LIMIT = 300
-JUDGED_KINDS = ("resnet50",)
 REGRESSION = stats.REGRESSION  # the paired verdict of a case slower than its base
 LIKELY_SLOWER = "likely slower"
 
@@ -43,7 +44,7 @@ LIKELY_SLOWER = "likely slower"
 @dataclass
 class CaseVerdict:
     id: str
-    marks: dict[str, str] = field(default_factory=lambda: {"oneflow": "", "pytorch": "", "relative": ""})
+    marks: dict[str, str] = field(default_factory=lambda: {HEAD: "", PYTORCH: "", "relative": ""})
     score: int = 0
     failure: str | None = None  # the case's error on one line, shortened
     reasons: list[str] = field(default_factory=list)  # one per failed check
@@ -103,11 +104,11 @@ def paired_text(paired, failure=None):
 def head_vs_base(case, min_effect=stats.DEFAULT_MIN_EFFECT):
     """The HeadVsBase of a case measured with a baseline build."""
     paired = case.paired
-    base = case.frameworks.get("oneflow_base")
+    base = case.frameworks.get(BASE)
     base_s = base.per_iter_s if base is not None and base.ok else None
     ratio = paired.ratio if paired is not None else None
     control = None
-    pytorch = case.frameworks.get("pytorch")
+    pytorch = case.frameworks.get(PYTORCH)
     if pytorch is not None and pytorch.ok and pytorch.rounds_s:
         band = paired.min_effect if paired is not None else min_effect
         control = paired_analysis.control_drift(pytorch.rounds_s, min_effect=band)
@@ -131,7 +132,7 @@ def rule_of(results):
 
 
 def with_baseline(results):
-    return "oneflow_base" in results.builds or any("oneflow_base" in c.frameworks for c in results.cases)
+    return BASE in results.builds or any(BASE in c.frameworks for c in results.cases)
 
 
 def one_line(text, limit=ERROR_TEXT_LIMIT):
@@ -179,12 +180,12 @@ def judge_case(case, spec, gpu_name, suite_name="suite"):
                 f"below {spec.min_relative_speed}"
             )
     ms_threshold = spec.ms_threshold(gpu_name)
-    if ms_threshold is not None and "oneflow" in case.frameworks:
-        oneflow_ms = as_printed(case.frameworks["oneflow"].per_iter_s * 1000, MS_DIGITS)
+    if ms_threshold is not None and HEAD in case.frameworks:
+        oneflow_ms = as_printed(case.frameworks[HEAD].per_iter_s * 1000, MS_DIGITS)
         if oneflow_ms <= ms_threshold:
-            verdict.marks["oneflow"] = PASS_MARK
+            verdict.marks[HEAD] = PASS_MARK
         else:
-            verdict.marks["oneflow"] = FAIL_MARK
+            verdict.marks[HEAD] = FAIL_MARK
             verdict.score += MS_THRESHOLD_SCORE
             verdict.reasons.append(
                 f"{case.id}: OneFlow {oneflow_ms:.{MS_DIGITS}f}ms is above {ms_threshold}ms on {gpu_name}"

@@ -85,27 +85,20 @@ class SequentialRule:
     def to_dict(self):
         return dict(asdict(self), estimator=ESTIMATOR, looks=self.looks, edge_error=self.edge_error)
 
+    DERIVED_FIELDS = ("estimator", "looks", "edge_error")  # written for the reader of results.json, not read
+
     @classmethod
     def from_dict(cls, data, where="head_vs_base"):
-        """A rule from a mapping of some of its fields (the suite's or a results file's); a ValueError
-        names the field that is wrong."""
-        if not isinstance(data, dict):
-            # A ValueError, as for every other field: it is what callers turn into their one-line error.
-            raise ValueError(f"{where}: must be a mapping")  # noqa: TRY004
-        known = {f.name: f for f in fields(cls)}
-        values = {}
-        for key, value in data.items():
-            if key in ("estimator", "looks", "edge_error"):
-                continue  # derived, written for the reader of results.json
-            if key not in known:
-                raise ValueError(f"{where}: unknown field {key!r}")
-            integer = known[key].type == "int"
-            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
-                    or not math.isfinite(value):
-                kind = "an integer" if integer else "a number"
-                raise ValueError(f"{where}.{key}: must be {kind}, got {value!r}")
-            values[key] = value
-        rule = cls(**values)
+        """A rule from a mapping of some of its fields, read as every mapping of a suite is
+        (speedstats.settings, which reads the suite's `head_vs_base:`); a ValueError names the field
+        that is wrong."""
+        from speedstats.errors import UserError
+        from speedstats.settings import read_settings
+
+        try:
+            rule = cls(**read_settings(cls, data, where, ignore=cls.DERIVED_FIELDS))
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
         rule.check(where)
         return rule
 

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedstats.analysis.stats import spread
-from speedstats.contenders import SPEED_STATS_ROLES
+from speedstats.casekinds import case_kind
+from speedstats.contenders import HEAD, LABELS, PYTORCH, SPEED_STATS_ROLES
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
 FRAMEWORK_STYLE = {
-    "oneflow": {"label": "OneFlow", "color": "#1f77b4"},
-    "pytorch": {"label": "PyTorch", "color": "#ee4c2c"},
+    HEAD: {"label": LABELS[HEAD], "color": "#1f77b4"},
+    PYTORCH: {"label": LABELS[PYTORCH], "color": "#ee4c2c"},
 }
 FIGURE_SIZE = (8.0, 4.5)  # inches
 DPI = 100
@@ -93,7 +94,8 @@ def plot_case(entries, case_id, path):
     """Draw one case's trend over entries into the PNG at path; returns the TrendPlot."""
     Figure, FigureCanvasAgg = _load_matplotlib()
     kind, series = _points(entries, case_id)
-    scale, unit = (1000.0, "ms") if kind == "resnet50" else (1.0, "s")
+    known = case_kind(kind)
+    scale, unit = (known.scale, known.unit) if known is not None else (1.0, "s")
     figure = Figure(figsize=FIGURE_SIZE, dpi=DPI)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)

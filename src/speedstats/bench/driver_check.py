@@ -11,6 +11,7 @@ See docs/runner.md ("Which driver runs which build") for the table.
 
 import re
 
+from speedstats.contenders import FAMILIES, LABELS, of_family
 from speedstats.errors import UserError
 
 # The oldest Linux driver of each CUDA major version, under minor version compatibility.
@@ -19,8 +20,7 @@ MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 KNOWN_BUILDS = {("oneflow", "0.9.0"): "11.7"}
 # The CUDA versions PyTorch publishes builds for (https://download.pytorch.org/whl/cuXYZ).
 PYTORCH_CUDA_BUILDS = ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0")
-PACKAGE = {"oneflow": "oneflow", "pytorch": "torch"}
-LABELS = {"oneflow": "OneFlow", "oneflow_base": "OneFlow base", "pytorch": "PyTorch"}
+PACKAGE = {family: of_family(family).package for family in FAMILIES}
 
 
 def parse_version(text):

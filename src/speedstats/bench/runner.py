@@ -26,6 +26,7 @@ from speedstats.bench.environment import package_versions
 from speedstats.bench.progress import CaseProgress
 from speedstats.bench.schedule import ContenderRun, RoundPlan, Scheduler
 from speedstats.bench.workers import WORKER_PROGRAM, WorkerSetup, kill_started_workers
+from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS, ROLES
 from speedstats.fsutil import write_atomic
 from speedstats.results import FrameworkResult, Results
@@ -44,10 +45,11 @@ class RunCancelled(KeyboardInterrupt):
 
 
 def case_label(case):
-    if case.kind == "swin_dataloader":
-        return f"{case.id} (swin dataloader, batch {case.batch_size}, num_workers={case.num_workers})"
+    kind = case_kind(case.kind)
+    if kind.sized_by == "num_workers":
+        return f"{case.id} ({kind.printed}, batch {case.batch_size}, num_workers={case.num_workers})"
     extra = f", ddp, world size={case.world_size}" if case.ddp else ""
-    return f"{case.id} (resnet50, input_shape={case.input_shape}{extra})"
+    return f"{case.id} ({kind.printed}, input_shape={case.input_shape}{extra})"
 
 
 def case_flags(record, spec, gpu_name, suite_name="suite"):

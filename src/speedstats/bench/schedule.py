@@ -28,6 +28,7 @@ import time
 from speedstats import machine
 from speedstats.analysis import paired as paired_analysis
 from speedstats.bench.workers import Worker, WorkerFailed
+from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
 
 PAIR = (HEAD, BASE)  # the head and the base: the contenders of the sequential rounds
@@ -250,8 +251,8 @@ class Scheduler:
             time.sleep(spec.retry_wait_s)
         run.rounds.append(total)
         run.states.append(state)
-        unit, scale = ("s", 1.0) if self.case.kind == "swin_dataloader" else ("ms", 1000.0)
-        self.log(f"{label}: round {number}{of}: {total / self.plan.iterations * scale:.3f}{unit}"
+        kind = case_kind(self.case.kind)
+        self.log(f"{label}: round {number}{of}: {total / self.plan.iterations * kind.scale:.3f}{kind.unit}"
                  f" per iteration ({self.plan.iterations} iterations in {total:.2f}s)")
 
     def _timed_round(self, run):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from speedstats.casekinds import case_kind
+
 SHM_PATH = "/dev/shm"
 PREFETCH_FACTOR = 2  # the default of both frameworks' DataLoader
 FLOAT32_BYTES = 4
@@ -21,7 +23,7 @@ FIX = ('set "default-shm-size": "8G" beside "default-runtime": "nvidia" in the r
 
 def needed_bytes(case, contenders=CONTENDERS):
     """Shared memory the case's dataloader workers may hold at once; 0 when it has none."""
-    if case.kind != "swin_dataloader" or not case.num_workers:
+    if not case_kind(case.kind).uses_dataset or not case.num_workers:
         return 0
     batch = case.batch_size * 3 * case.input_size ** 2 * FLOAT32_BYTES
     return int(case.num_workers * PREFETCH_FACTOR * batch * contenders * MARGIN)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from speedstats.bench import processes
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.casekinds import CASE_KINDS
 from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
@@ -383,7 +384,7 @@ class DataLoaderBatches(EpochBatches):
         super().__init__(fw, dataset, spec.batch_size, spec.num_workers, spec.seed)
 
 
-MEASUREMENTS = {"resnet50": ResNet50Step, "swin_dataloader": DataLoaderBatches}
+MEASUREMENTS = {kind.name: globals()[kind.step] for kind in CASE_KINDS}  # the step of each case kind
 
 
 def imported_framework(framework):

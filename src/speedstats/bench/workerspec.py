@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from speedstats.casekinds import RESNET50
+
 SPEC_FILE = "spec.json"
 
 
@@ -18,7 +20,7 @@ class WorkerSpec:
     device: str  # "cpu" or "cuda"
     ddp: bool = False
     role: str | None = None  # the contender it measures, for its own logs
-    kind: str = "resnet50"  # a case kind of speedstats.results
+    kind: str = RESNET50  # a case kind (speedstats.casekinds)
     batch_size: int = 1
     image_size: int = 224  # resnet50 cases: the input's side
     times: int = 1  # timed iterations in each round

@@ -21,6 +21,7 @@ from speedstats.github.markers import DOCS_PREVIEW, SPEED_STATS
 from speedstats.github.options import add_common_options, add_mode_option
 from speedstats.github.post import docs_preview_text
 from speedstats.github.session import find_artifact, guarded, make_client, post_kind, run_guard
+from speedstats.suite import JUDGING_PROFILE_HELP, JUDGING_SUITE_HELP
 
 DEFAULT_ARTIFACT = "speedstats-bundle"
 # A workflow run's conclusion, as the automerge guard's job status.
@@ -48,9 +49,8 @@ def register(subparsers):
     text.add_argument("--rerender", action="store_true",
                       help="render the body from the bundle's results.json (the default; kept for old "
                            "workflows)")
-    p.add_argument("--suite", metavar="FILE", help="suite whose thresholds rendering uses (default: the "
-                                                   "built-in profile named in results.json, if any)")
-    p.add_argument("--profile", metavar="NAME", help="built-in suite profile for rendering")
+    p.add_argument("--suite", metavar="FILE", help=JUDGING_SUITE_HELP)
+    p.add_argument("--profile", metavar="NAME", help=JUDGING_PROFILE_HELP)
     p.add_argument("--docs-base-url", metavar="URL", help="also post the docs-preview link under this base")
     p.add_argument("--automerge-job", metavar="NAME",
                    help="also run the automerge guard for this job name, with the run's conclusion as status")
@@ -101,16 +101,11 @@ def verify(client, repo, run, bundle, where):
 
 def render_body(bundle, args):
     from speedstats.render import render_speed_stats
-    from speedstats.suite import builtin_profiles, load_suite
+    from speedstats.suite import judging_suite
     from speedstats.verdict import judge
 
     results = bundle.results
-    if args.suite or args.profile:
-        suite = load_suite(args.suite, args.profile)
-    elif results.suite in builtin_profiles():
-        suite = load_suite(profile=results.suite)
-    else:
-        suite = None
+    suite = judging_suite(results, args.suite, args.profile)
     return render_speed_stats(results, suite, judge(results, suite))
 
 

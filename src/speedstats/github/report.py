@@ -33,6 +33,7 @@ from speedstats.github.session import (
     run_guard,
     target_or_none,
 )
+from speedstats.suite import JUDGING_PROFILE_HELP, JUDGING_SUITE_HELP
 from speedstats.text import markdown_safe
 
 REPORT_TEMPLATE = "matrix_report.md.j2"
@@ -62,22 +63,17 @@ def overall_verdict(rows):
 
 
 class Judge:
-    """Renders and judges a shard's results against the suite given, else the built-in profile
-    they name (as post-from-artifact does), each suite loaded once."""
+    """Renders and judges a shard's results against the suite that judges them (suite.judging_suite_source,
+    as render and post-from-artifact do), each suite loaded once."""
 
     def __init__(self, suite_path=None, profile=None):
         self.suite_path, self.profile = suite_path, profile
         self._suites = {}
 
     def suite(self, results):
-        from speedstats.suite import builtin_profiles, load_suite
+        from speedstats.suite import judging_suite_source, load_suite
 
-        if self.suite_path or self.profile:
-            key = (self.suite_path, self.profile)
-        elif results.suite in builtin_profiles():
-            key = (None, results.suite)
-        else:
-            return None
+        key = judging_suite_source(results.suite, self.suite_path, self.profile)
         if key not in self._suites:
             self._suites[key] = load_suite(*key)
         return self._suites[key]
@@ -236,9 +232,8 @@ def register(subparsers):
     p.add_argument("--job-name", default=shards.DEFAULT_JOB_NAME, metavar="FORMAT",
                    help="the matrix jobs' names, {gpu} for the key (default: %(default)r); their states "
                         "and links come from the run's jobs (actions: read)")
-    p.add_argument("--suite", metavar="FILE", help="suite whose thresholds judge the results (default: "
-                                                   "the built-in profile the results name)")
-    p.add_argument("--profile", metavar="NAME", help="built-in suite profile for judging")
+    p.add_argument("--suite", metavar="FILE", help=JUDGING_SUITE_HELP)
+    p.add_argument("--profile", metavar="NAME", help=JUDGING_PROFILE_HELP)
     p.add_argument("--rerender", action="store_true",
                    help="render each block from its results.json (always so with --from-run) instead of "
                         "posting the job's comment.md")
