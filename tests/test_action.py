@@ -81,7 +81,8 @@ def action_env(workspace, gh_url=None, inputs=None, event=None):
     event_path = workspace.parent / "event.json"
     event_path.write_text(json.dumps(event or {
         "action": "synchronize", "number": PR,
-        "pull_request": {"number": PR, "head": {"sha": HEAD}},
+        "pull_request": {"number": PR, "head": {"sha": HEAD, "repo": {"full_name": REPO}},
+                         "base": {"repo": {"full_name": REPO}}},
         "repository": {"full_name": REPO},
     }))
     github = {"token": TOKEN, "job": "speed"}
@@ -342,6 +343,32 @@ def test_a_wrong_token_input_fails_the_step(tmp_path, gh):
     assert proc.returncode != 0
     assert gh.comments(REPO, PR) == []
     assert "speedstats: error: " in proc.stderr
+
+
+@pytest.mark.parametrize("head_repo", [REPO, "someone/r"], ids=["same-repository", "fork"])
+def test_a_token_that_cannot_write_fails_the_step_unless_it_is_a_forks(tmp_path, gh, head_repo):
+    """GitHub answers 403 'Resource not accessible by integration' to every write of a read-only token:
+    an organisation's read-only default GITHUB_TOKEN, or any fork's."""
+    gh.add_token("ghs_readOnly", write=False)
+    (tmp_path / "body.md").write_text("Speed stats", encoding="utf-8")
+    event = {"action": "synchronize", "number": PR, "repository": {"full_name": REPO},
+             "pull_request": {"number": PR, "head": {"sha": HEAD, "repo": {"full_name": head_repo}},
+                              "base": {"repo": {"full_name": REPO}}}}
+    inputs = {"command": "comment", "body-file": "body.md", "token": "ghs_readOnly"}
+    env = action_env(tmp_path, gh.url, inputs, event=event)
+    proc = run_entrypoint(env, tmp_path)
+    summary = Path(env["GITHUB_STEP_SUMMARY"])
+    assert gh.comments(REPO, PR) == []
+    if head_repo == REPO:
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines()[-1].endswith(
+            "GitHub answered 403 Resource not accessible by integration; the token needs "
+            "`pull-requests: write` (add it to the workflow's or the job's `permissions:`)")
+        assert not summary.exists()
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("::warning::speedstats: could not post the comment on o/r#7")
+        assert summary.read_text(encoding="utf-8") == "Speed stats\n"
 
 
 def test_docs_preview_lands(tmp_path, gh):

@@ -111,6 +111,9 @@ class Event:
     run_id: int | None = None  # the triggering run of a workflow_run event
     base_ref: str | None = None  # the pull request's base branch
     labels: tuple[str, ...] = ()  # the label names of the pull request (or issue) when the event fired
+    # A pull_request payload's pull request comes from another repository than its base (a fork, or a
+    # deleted one: head.repo null); None when the payload does not say.
+    pr_from_fork: bool | None = None
 
 
 _parsed: tuple[tuple, Event] | None = None  # (file key, event): the last event file parsed
@@ -164,6 +167,7 @@ def _event_from_payload(payload, path):
         base = pull.get("base")
         if isinstance(base, dict) and isinstance(base.get("ref"), str) and base["ref"]:
             fields["base_ref"] = base["ref"]
+        fields["pr_from_fork"] = _from_fork(head, base, fields.get("repo"))
     elif isinstance(issue, dict) and isinstance(issue.get("pull_request"), dict):
         fields["pr_number"] = _int(issue.get("number"))
     elif isinstance(run, dict):
@@ -180,6 +184,21 @@ def _event_from_payload(payload, path):
                                      if isinstance(label, dict) and isinstance(label.get("name"), str))
             break
     return Event(**fields)
+
+
+def _full_name(repo):
+    return repo.get("full_name") if isinstance(repo, dict) else None
+
+
+def _from_fork(head, base, repository_):
+    if not isinstance(head, dict) or "repo" not in head:
+        return None
+    base_repo = _full_name(base.get("repo")) if isinstance(base, dict) else None
+    base_repo = base_repo or repository_
+    head_repo = _full_name(head["repo"])
+    if base_repo is None:
+        return None
+    return head_repo != base_repo
 
 
 def base_branch(environ=None):
