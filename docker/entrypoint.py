@@ -46,6 +46,7 @@ DEFAULTS = {
     "pytorch": "",
     "flowvision": "",
     "pip-args": "",
+    "cache-dir": "",
     "only": "",
     "baseline-workflow": "",
     "baseline-artifact": "wheelhouse",
@@ -58,6 +59,11 @@ DEFAULTS = {
     "shards-dir": "speedstats-shards",
     "notify-on-flip": "author",
 }
+
+# The build cache when `cache-dir` is empty. A container action sees only the workspace and a few
+# folders of the runner's _temp, which the runner empties before every job; actions/checkout empties
+# the workspace of everything git does not track (git clean -ffdx), but never looks inside .git.
+CHECKOUT_CACHE = ".git/speedstats-cache"
 
 
 
@@ -105,7 +111,15 @@ def run_argv(inputs):
             + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
             # One argument, so that pip arguments starting with '-' are not read as speedstats options.
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
-            + _optional("--only", inputs["only"]) + _optional("--required-label", inputs["required-label"]))
+            + _optional("--only", inputs["only"]) + _optional("--required-label", inputs["required-label"])
+            + _optional("--cache-dir", cache_dir(inputs)))
+
+
+def cache_dir(inputs):
+    """`cache-dir`, else .git/speedstats-cache in a checked-out workspace, else speedstats' own default."""
+    if inputs["cache-dir"]:
+        return inputs["cache-dir"]
+    return CHECKOUT_CACHE if Path(".git").is_dir() else ""
 
 
 def _deadline(inputs):

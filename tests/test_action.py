@@ -4,6 +4,7 @@ entrypoint, run outside a container with the runner's INPUT_* environment, posts
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -529,3 +530,42 @@ def test_required_label_decides_whether_a_failed_verdict_fails_the_step(tmp_path
     assert gh.requests_matching("GET", f"/repos/{REPO}/issues/{PR}/labels")
     if not step_fails:
         assert "do not include 'need-pass-speed-test' (required-label): the step does not fail" in proc.stderr
+
+
+# -- the build cache ---------------------------------------------------------------------------------
+
+
+def test_the_build_cache_is_in_the_checkouts_git_folder_unless_cache_dir_says(tmp_path):
+    assert "--cache-dir" not in planned(tmp_path)  # no checkout: speedstats' own default
+    (tmp_path / "workspace" / ".git").mkdir()
+    assert " --cache-dir .git/speedstats-cache" in planned(tmp_path)
+    assert " --cache-dir ../cache" in planned(tmp_path, **{"cache-dir": "../cache"})
+
+
+@pytest.mark.venv
+def test_a_build_installed_by_one_job_comes_from_the_cache_in_the_next(tmp_path):
+    """Two jobs on one runner: the second finds the build the first installed, though actions/checkout
+    deleted every untracked file of the workspace between them."""
+    from test_builds import stand_in_flowvision, stand_in_oneflow
+
+    workspace = tmp_path / "workspace"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=1e9))
+    inputs = {"command": "run", "suite": "speed.yml", "device": "cpu", "only": "oneflow",
+              "oneflow": stand_in_oneflow(tmp_path / "wheels"),
+              "flowvision": stand_in_flowvision(tmp_path / "wheels")}
+    logs = []
+    for _job in range(2):
+        env = action_env(workspace, inputs=inputs)
+        proc = run_entrypoint(env, workspace)
+        logs.append(proc.stderr)
+        for path in workspace.iterdir():  # what `git clean -ffdx` leaves of a workspace without tracked files
+            if path.name != ".git":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=1e9))
+    first, second = ([line for line in log.splitlines() if line.startswith("build oneflow ")] for log in logs)
+    assert any(line.endswith("installing with pip…") for line in first), logs[0]
+    assert not any("installing" in line for line in second), logs[1]
+    (cached,) = [line for line in second if ": from the cache (" in line]
+    assert re.search(r": from the cache \([0-9a-f]{16}\), oneflow 0\.0\.1\+fake \(git abc1234\).* in "
+                     r"\.git/speedstats-cache/builds/oneflow-[0-9a-f]{16}$", cached), cached
