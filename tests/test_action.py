@@ -463,6 +463,24 @@ def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_p
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
+    # What GitHub shows of it: the case's log folded in a group, an annotation for the missed
+    # threshold, the verdict line and the comment in the job summary.
+    log = proc.stderr.splitlines()
+    (group,) = [line for line in log if line.startswith("::group::")]
+    assert group == ("::group::[1/1] resnet50-bs1 (resnet50, input_shape=[1, 3, 64, 64]): 0s elapsed, "
+                     "time left unknown")
+    case_line = log.index("[1/1] resnet50-bs1 (resnet50, input_shape=[1, 3, 64, 64])")
+    assert log.index(group) < case_line < log.index("::endgroup::")
+    error = (f"::error title=speedstats resnet50-bs1::resnet50-bs1: OneFlow {oneflow_ms(body)}ms is above "
+             f"0.001ms on {cpu_name()}")
+    assert [line for line in log if line.startswith("::error ")] == [error]
+    comment_url = outputs_of(env)["comment-url"]
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == (
+        f"Verdict: **fail** (score 2). Posted: {comment_url}\n\n{body}\n")
+
+
+def oneflow_ms(body):
+    return re.search(r"OneFlow resnet50 time: (\d+\.\d)ms", body).group(1)
 
 
 @pytest.mark.frameworks  # speedstats run checks its frameworks are installed before its --out

@@ -341,7 +341,7 @@ def test_example_on_a_passing_pull_request(tmp_path, gh):
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
     assert run.status == "success", run.logs
-    assert run.ran == ["Check out", "Benchmark and comment", "Job summary", "Keep the results"]
+    assert run.ran == ["Check out", "Benchmark and comment", "Keep the results"]
     assert run.skipped == ["Remove automerge from the failed pull request"]
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
     assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()), mark="✔️"), body)
@@ -349,7 +349,8 @@ def test_example_on_a_passing_pull_request(tmp_path, gh):
     assert [c["body"] for c in comments] == [marked(body, "speed-stats", head=HEAD, run=4242)]
     assert gh.labels(REPO, PR) == ["automerge"]
     comment_url = f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{comments[0]['id']}"
-    assert run.summary == f"Verdict: **pass** (score 0). Posted: {comment_url}\n\n{body}"
+    # The action's own job summary: the verdict line, then the comment.
+    assert run.summary == f"Verdict: **pass** (score 0). Posted: {comment_url}\n\n{body}\n"
     artifact = tmp_path / "artifacts" / "speedstats-results" / "speedstats-out"
     assert sorted(p.name for p in artifact.iterdir()) == ["comment.md", "results.json"]
     assert json.loads((artifact / "results.json").read_text())["suite"] == "tiny"
@@ -362,7 +363,7 @@ def test_example_on_a_regression_labelled_need_pass_speed_test_comments_then_rem
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
     assert run.status == "failure"
-    assert run.ran == ["Check out", "Benchmark and comment", "Job summary", "Keep the results",
+    assert run.ran == ["Check out", "Benchmark and comment", "Keep the results",
                        "Remove automerge from the failed pull request"]
     assert run.skipped == []
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")

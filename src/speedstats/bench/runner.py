@@ -25,6 +25,7 @@ error and the run goes on. results.json is rewritten (atomically) after every ca
 is killed keeps what it measured.
 """
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -338,7 +339,8 @@ class SuiteRunner:
     """Runs every case of a suite for the contenders; `builds` maps contender to its bench.builds.Build."""
 
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
-                 builds=None, contenders=None, confirm=True, rule=None, quiet_wait_s=None, watch=None):
+                 builds=None, contenders=None, confirm=True, rule=None, quiet_wait_s=None, watch=None,
+                 case_scope=None):
         self.suite = suite
         self.device = device
         # Workers run in their control folders: every path they are given must be absolute.
@@ -353,6 +355,8 @@ class SuiteRunner:
         self.rule = rule or getattr(suite, "head_vs_base", None) or paired_analysis.DEFAULT_RULE
         self.quiet_wait_s = quiet_wait_s  # on CUDA, before the first case (None: the suite's)
         self.watch = watch  # a bench.machine_state.MachineWatch; made by run() when None
+        # case_scope(index, total, case): a context manager around each case's log (e.g. a log group)
+        self.case_scope = case_scope or (lambda index, total, case: contextlib.nullcontext())
 
     @property
     def with_baseline(self):
@@ -370,11 +374,12 @@ class SuiteRunner:
         try:
             results.machine = self._machine_before_run()
             for index, case in enumerate(self.suite.cases, 1):
-                self.progress(f"[{index}/{total}] {case_label(case)}")
-                try:
-                    results.cases.append(self.run_case(case, f"[{index}/{total}]"))
-                finally:
-                    kill_started_workers()  # nothing of a case outlives it
+                with self.case_scope(index, total, case):
+                    self.progress(f"[{index}/{total}] {case_label(case)}")
+                    try:
+                        results.cases.append(self.run_case(case, f"[{index}/{total}]"))
+                    finally:
+                        kill_started_workers()  # nothing of a case outlives it
                 results.finished_at = now_iso()
                 write_atomic(results_path, results.to_json())
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.pipeline)
