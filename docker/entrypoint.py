@@ -53,6 +53,8 @@ DEFAULTS = {
     "baseline-workflow": "",
     "baseline-artifact": "wheelhouse",
     "baseline-branch": "",
+    "baseline-optional": "false",
+    "baseline-missing": "",
     "required-label": "",
     "github-deadline": "",
     "gpu": "",
@@ -110,6 +112,7 @@ def run_argv(inputs):
             + _optional("--history", inputs["history"])
             + _optional("--oneflow", inputs["oneflow"])
             + _optional("--baseline-oneflow", inputs["baseline-oneflow"])
+            + _optional("--baseline-missing", inputs["baseline-missing"])
             + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
             # One argument, so that pip arguments starting with '-' are not read as speedstats options.
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
@@ -140,7 +143,8 @@ def fetch_baseline_argv(inputs):
     return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact",
              inputs["baseline-artifact"],
              "--dest", str(Path(inputs["out"]) / "baseline")]
-            + _optional("--branch", inputs["baseline-branch"]) + _deadline(inputs))
+            + _optional("--branch", inputs["baseline-branch"])
+            + (["--optional"] if boolean(inputs, "baseline-optional") else []) + _deadline(inputs))
 
 
 def shard_argv(inputs):
@@ -165,6 +169,7 @@ def plan(inputs):
     if command not in COMMANDS:
         raise InputError(f"input 'command': must be one of {', '.join(COMMANDS)}, got {command!r}")
     boolean(inputs, "fail-on-regression")
+    boolean(inputs, "baseline-optional")
     if command == "run":
         return [run_argv(inputs)]
     if command == "run-and-comment":

@@ -4,6 +4,7 @@ entrypoint, run outside a container with the runner's INPUT_* environment, posts
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -161,8 +162,8 @@ def test_entrypoint_knows_every_input_with_the_same_default():
 
 def test_outputs_are_the_ones_the_commands_set():
     assert set(action()["outputs"]) == {"verdict", "score", "regressions", "likely-regressions", "results",
-                                        "comment-file", "comment-url", "baseline-path", "failed-gpus",
-                                        "artifact-name"}
+                                        "comment-file", "comment-url", "baseline-path", "baseline-missing",
+                                        "failed-gpus", "artifact-name"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
@@ -251,6 +252,11 @@ def test_fetch_baseline_inputs(tmp_path):
     assert printed == ("speedstats fetch-baseline --workflow 1234 --artifact 'wheels cu118' --dest "
                        "o/baseline "
                        "--branch release/0.9\n")
+    optional = planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml",
+                                                               "baseline-optional": "true"})
+    assert optional.endswith(" --dest speedstats-out/baseline --optional\n")
+    reason = "no successful run of workflow 'b.yml' on branch 'master' of o/r (push events) yet"
+    assert f" --baseline-missing {shlex.quote(reason)}" in planned(tmp_path, **{"baseline-missing": reason})
 
 
 def test_github_deadline_reaches_every_github_command(tmp_path):
@@ -281,6 +287,7 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
+    ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
     ({"command": "fetch-baseline"}, "input 'baseline-workflow': needed by command 'fetch-baseline'"),
@@ -293,18 +300,17 @@ def test_bad_inputs_are_one_line_errors(tmp_path, inputs, message):
 
 def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
     """The flags the entrypoint passes are the ones the speedstats commands define."""
-    import shlex
-
     from speedstats.cli import build_parser
 
     parser = build_parser()
     lines = (planned(tmp_path, command="run", suite="s.yml", profile="smoke", device="cpu",
-                     history="h.jsonl", **{"lock-timeout": "5", "bundle": "b"})
+                     history="h.jsonl", **{"lock-timeout": "5", "bundle": "b", "baseline-missing": "why",
+                                           "cache-dir": "c"})
              + planned(tmp_path, pr="3", **{"comment-mode": "new"})
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
              + planned(tmp_path, command="automerge-guard", pr="3", status="success")
              + planned(tmp_path, command="fetch-baseline",
-                       **{"baseline-workflow": "b.yml", "baseline-branch": "m"}))
+                       **{"baseline-workflow": "b.yml", "baseline-branch": "m", "baseline-optional": "true"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)
@@ -439,8 +445,9 @@ def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     outputs = outputs_of(env)
-    # baseline-path: fetch-baseline's; failed-gpus and artifact-name: report's and shard's
-    assert set(action()["outputs"]) - {"baseline-path", "failed-gpus", "artifact-name"} <= set(outputs)
+    # baseline-path, baseline-missing: fetch-baseline's; failed-gpus, artifact-name: report's and shard's
+    assert set(action()["outputs"]) - {"baseline-path", "baseline-missing", "failed-gpus",
+                                       "artifact-name"} <= set(outputs)
     assert outputs["verdict"] == "pass" and outputs["score"] == "0"
     assert outputs["results"] == "speedstats-out/results.json"
     assert outputs["comment-file"] == "speedstats-out/comment.md"

@@ -29,16 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedstats.actions_io import in_actions
+from speedstats.contenders import BASE
 from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
 from speedstats.fsutil import write_atomic
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
+from speedstats.text import one_line
 from speedstats.verdict import disturbed_reason, judge
 
 RESULTS_FILE = "results.json"
 COMMENT_FILE = "comment.md"
 DEFAULT_CACHE = ".cache/speedstats"
 ANNOTATION_LIMIT = 400  # characters of an annotation's message
+BASELINE_MISSING_LIMIT = 300  # characters of why there is no baseline build
 
 
 @dataclass
@@ -64,6 +67,7 @@ class RunOptions:
     only: str | None = None  # a family: "oneflow" or "pytorch"
     no_confirm: bool = False
     required_label: str | None = None
+    baseline_missing: str | None = None  # why there is no baseline build (fetch-baseline's output)
 
 
 def run(options, progress=None):
@@ -103,6 +107,9 @@ def _run_steps(options, progress):
     if device == "cuda":
         check_driver_or_fail(builds, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
+    if options.baseline_missing and BASE not in contenders:
+        results.baseline_missing = one_line(options.baseline_missing, BASELINE_MISSING_LIMIT)
+        write_atomic(out / RESULTS_FILE, results.to_json())
     verdict = judge(results, suite)
     annotate(verdict, progress)
     body = render_speed_stats(results, suite, verdict, templates_dir=options.templates)
@@ -378,7 +385,6 @@ def annotate(verdict, progress):
     if not in_actions():
         return
     from speedstats.actions_io import annotation
-    from speedstats.text import one_line
 
     rows = {row.case_id: row for row in verdict.head_vs_base}
     for case in verdict.cases:

@@ -61,6 +61,10 @@ class ReadOnlyToken(Exception):
         return "issues: write" if "label" in self.what else "pull-requests: write"
 
 
+class Gone(UserError):
+    """GitHub answered 410 Gone, or listed the artifact as expired: it no longer has it."""
+
+
 @dataclass
 class RetryPolicy:
     attempts: int = 5  # tries per request, the first included
@@ -269,6 +273,8 @@ class GitHubClient:
             return GitHubUnreachable(self.redact(f"{what}: GitHub answered {status} {message}".rstrip()))
         if status == 403 and message.lower().startswith(NOT_ACCESSIBLE_MESSAGES):
             return ReadOnlyToken(self.redact(f"{what}: GitHub answered 403 {message}"), what=what)
+        if status == 410:
+            return Gone(self.redact(f"{what}: GitHub answered 410 {message}".rstrip()))
         if status == 401:
             return UserError(f"token: GitHub rejected it (401 {message or 'Bad credentials'}) on {what}")
         if status == 404:

@@ -11,7 +11,7 @@ import sys
 from speedstats.actions_io import append_summary, set_output
 from speedstats.errors import SpeedstatsError, UserError
 from speedstats.github import context
-from speedstats.github.client import GitHubClient, ReadOnlyToken, RetryPolicy
+from speedstats.github.client import GitHubClient, Gone, ReadOnlyToken, RetryPolicy
 from speedstats.github.markers import SPEED_STATS
 from speedstats.github.post import automerge_guard, automerge_removed_text, post_comment
 
@@ -110,7 +110,8 @@ def run_guard(args, target, client, job, label, status):
 def find_artifact(client, repo, run_id, name, max_bytes, *, option, run_text, limit_text, expired_hint=""):
     """(artifact, where): the run's artifact called `name`, there, unexpired and at most max_bytes.
 
-    Each failure is a one-line UserError; `option` names the flag that chose the artifact.
+    Each failure is a one-line UserError (Gone for an expired artifact); `option` names the flag that
+    chose the artifact.
     """
     artifacts = client.artifacts(repo, run_id)
     matching = [a for a in artifacts if a.name == name]
@@ -120,7 +121,7 @@ def find_artifact(client, repo, run_id, name, max_bytes, *, option, run_text, li
     artifact = matching[0]
     where = f"artifact {name!r} of run {run_id}"
     if artifact.expired:
-        raise UserError(f"{where}: expired; GitHub no longer has it{expired_hint}")
+        raise Gone(f"{where}: expired; GitHub no longer has it{expired_hint}")
     if artifact.size > max_bytes:
         raise UserError(f"{where}: {artifact.size} bytes, more than {limit_text}")
     return artifact, where
