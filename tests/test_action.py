@@ -160,6 +160,32 @@ def test_entrypoint_knows_every_input_with_the_same_default():
     assert inputs["command"]["default"] in entrypoint.COMMANDS
 
 
+def test_the_job_summary_is_appended_the_verdict_line_then_the_comment(tmp_path):
+    sys.path.insert(0, str(ENTRYPOINT.parent))
+    try:
+        import entrypoint
+    finally:
+        sys.path.remove(str(ENTRYPOINT.parent))
+    from speedstats.actions_io import set_output
+
+    summary, outputs, comment = tmp_path / "summary.md", tmp_path / "outputs", tmp_path / "comment.md"
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)}
+    summary.write_text("an earlier step's summary\n", encoding="utf-8")
+    entrypoint.write_summary(env, comment, posting=True)  # the run wrote no comment.md: nothing to say
+    assert summary.read_text(encoding="utf-8") == "an earlier step's summary\n"
+    comment.write_text("<details>the comment</details>", encoding="utf-8")
+    for name, value in (("verdict", "fail"), ("score", "3"), ("comment-file", str(comment))):
+        set_output(name, value, env)
+    entrypoint.write_summary(env, comment, posting=False)  # command: run
+    set_output("comment-url", "https://github.example/o/r/pull/7#issuecomment-1", env)
+    entrypoint.write_summary(env, comment, posting=True)  # command: run-and-comment
+    assert summary.read_text(encoding="utf-8") == (
+        "an earlier step's summary\n"
+        "Verdict: **fail** (score 3).\n\n<details>the comment</details>\n"
+        "Verdict: **fail** (score 3). Posted: https://github.example/o/r/pull/7#issuecomment-1\n\n"
+        "<details>the comment</details>\n")
+
+
 def test_outputs_are_the_ones_the_commands_set():
     assert set(action()["outputs"]) == {"verdict", "score", "regressions", "likely-regressions", "results",
                                         "comment-file", "comment-url", "baseline-path", "baseline-missing",
