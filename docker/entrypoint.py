@@ -2,7 +2,8 @@
 """The action's entrypoint: maps the INPUT_* variables the runner sets to `speedstats` commands.
 
 It stays a thin mapping; the commands do the work and write the step outputs themselves (run:
-verdict, score, results, comment-file; comment and docs-preview: comment-url). Run it outside a
+verdict, score, results, comment-file; comment and docs-preview: comment-url). After `run` and
+`run-and-comment` it appends the verdict line and the comment to the job summary. Run it outside a
 container the same way, with INPUT_* in the environment (`INPUT_COMMENT_MODE` is accepted for
 `INPUT_COMMENT-MODE`, which a shell cannot export). `--print` shows the commands without running them.
 """
@@ -16,7 +17,8 @@ from pathlib import Path
 # What the commands exit with; only EXIT_VERDICT_FAILED is ever forgiven, by `fail-on-regression:
 # false`. Every other status but 0 (bad input, a case without figures, device busy, GitHub
 # unreachable, internal error) fails the step.
-from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED
+from speedstats.actions_io import append_summary, read_outputs
+from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
             "report")
@@ -46,10 +48,13 @@ DEFAULTS = {
     "pytorch": "",
     "flowvision": "",
     "pip-args": "",
+    "cache-dir": "",
     "only": "",
     "baseline-workflow": "",
     "baseline-artifact": "wheelhouse",
     "baseline-branch": "",
+    "baseline-optional": "false",
+    "baseline-missing": "",
     "required-label": "",
     "github-deadline": "",
     "gpu": "",
@@ -58,6 +63,11 @@ DEFAULTS = {
     "shards-dir": "speedstats-shards",
     "notify-on-flip": "author",
 }
+
+# The build cache when `cache-dir` is empty. A container action sees only the workspace and a few
+# folders of the runner's _temp, which the runner empties before every job; actions/checkout empties
+# the workspace of everything git does not track (git clean -ffdx), but never looks inside .git.
+CHECKOUT_CACHE = ".git/speedstats-cache"
 
 
 
@@ -102,10 +112,19 @@ def run_argv(inputs):
             + _optional("--history", inputs["history"])
             + _optional("--oneflow", inputs["oneflow"])
             + _optional("--baseline-oneflow", inputs["baseline-oneflow"])
+            + _optional("--baseline-missing", inputs["baseline-missing"])
             + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
             # One argument, so that pip arguments starting with '-' are not read as speedstats options.
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
-            + _optional("--only", inputs["only"]) + _optional("--required-label", inputs["required-label"]))
+            + _optional("--only", inputs["only"]) + _optional("--required-label", inputs["required-label"])
+            + _optional("--cache-dir", cache_dir(inputs)))
+
+
+def cache_dir(inputs):
+    """`cache-dir`, else .git/speedstats-cache in a checked-out workspace, else speedstats' own default."""
+    if inputs["cache-dir"]:
+        return inputs["cache-dir"]
+    return CHECKOUT_CACHE if Path(".git").is_dir() else ""
 
 
 def _deadline(inputs):
@@ -124,7 +143,8 @@ def fetch_baseline_argv(inputs):
     return (["fetch-baseline", "--workflow", inputs["baseline-workflow"], "--artifact",
              inputs["baseline-artifact"],
              "--dest", str(Path(inputs["out"]) / "baseline")]
-            + _optional("--branch", inputs["baseline-branch"]) + _deadline(inputs))
+            + _optional("--branch", inputs["baseline-branch"])
+            + (["--optional"] if boolean(inputs, "baseline-optional") else []) + _deadline(inputs))
 
 
 def shard_argv(inputs):
@@ -149,6 +169,7 @@ def plan(inputs):
     if command not in COMMANDS:
         raise InputError(f"input 'command': must be one of {', '.join(COMMANDS)}, got {command!r}")
     boolean(inputs, "fail-on-regression")
+    boolean(inputs, "baseline-optional")
     if command == "run":
         return [run_argv(inputs)]
     if command == "run-and-comment":
@@ -214,14 +235,33 @@ def main(args=None, env=None):
     run_code = speedstats(steps[0], env)
     if run_code == EXIT_VERDICT_FAILED and not fail_on_regression:
         run_code = 0
-    if inputs["command"] == "run":
-        return run_code
-    if (out / "comment.md").is_file():
-        comment_code = speedstats(steps[1], env)
-    else:
-        print(f"speedstats: the run wrote no {out / 'comment.md'}; nothing to post", file=sys.stderr)
-        comment_code = 0
+    comment_code = 0
+    if inputs["command"] == "run-and-comment":
+        if (out / "comment.md").is_file():
+            # The job summary is this step's to write, below: a fork's read-only token prints the body
+            # in the log instead of adding it to the summary a second time.
+            comment_env = {k: v for k, v in env.items() if k != "GITHUB_STEP_SUMMARY"}
+            comment_code = speedstats(steps[1], comment_env)
+        else:
+            print(f"speedstats: the run wrote no {out / 'comment.md'}; nothing to post", file=sys.stderr)
+    try:
+        write_summary(env, out / "comment.md", posting=inputs["command"] == "run-and-comment")
+    except UserError as exc:
+        print(f"speedstats: error: {exc}", file=sys.stderr)
+        return run_code or comment_code or EXIT_BAD_INPUT
     return run_code or comment_code
+
+
+def write_summary(env, comment_file, posting):
+    """Append the verdict line and the comment to the job summary, as the step's outputs give them."""
+    if not env.get("GITHUB_STEP_SUMMARY") or not comment_file.is_file():
+        return
+    outputs_file = env.get("GITHUB_OUTPUT")
+    outputs = read_outputs(outputs_file) if outputs_file and Path(outputs_file).is_file() else {}
+    line = f"Verdict: **{outputs.get('verdict', 'unknown')}** (score {outputs.get('score', 'unknown')})."
+    if posting:
+        line += f" Posted: {outputs.get('comment-url') or 'nothing'}"
+    append_summary(f"{line}\n\n{comment_file.read_text(encoding='utf-8')}", env)
 
 
 if __name__ == "__main__":

@@ -880,11 +880,17 @@ def _list_workflow_runs(h, token, record, repo, workflow):
 # -- helpers for tests that run speedstats against the fake ------------------------------------------------
 
 
-def event_payload(kind, repo, number=None, head_sha=None, run_id=None):
-    """A minimal GITHUB_EVENT_PATH payload: pull_request, issue_comment, workflow_run, push, ..."""
+def event_payload(kind, repo, number=None, head_sha=None, run_id=None, head_repo=None):
+    """A minimal GITHUB_EVENT_PATH payload: pull_request, issue_comment, workflow_run, push, ...
+
+    A pull request's head and base name their repositories as GitHub's do: head_repo is the fork's
+    OWNER/NAME (default: repo, a branch of the same repository), or "" for a deleted fork (null).
+    """
     payload = {"repository": {"full_name": repo}}
     if kind in ("pull_request", "pull_request_target"):
-        payload["pull_request"] = {"number": number, "head": {"sha": head_sha}}
+        head_repo = repo if head_repo is None else head_repo
+        head = {"sha": head_sha, "repo": {"full_name": head_repo} if head_repo else None}
+        payload["pull_request"] = {"number": number, "head": head, "base": {"repo": {"full_name": repo}}}
     elif kind == "issue_comment":
         payload["issue"] = {"number": number, "pull_request": {"url": f"/repos/{repo}/pulls/{number}"}}
     elif kind == "workflow_run":

@@ -4,6 +4,8 @@ entrypoint, run outside a container with the runner's INPUT_* environment, posts
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +83,8 @@ def action_env(workspace, gh_url=None, inputs=None, event=None):
     event_path = workspace.parent / "event.json"
     event_path.write_text(json.dumps(event or {
         "action": "synchronize", "number": PR,
-        "pull_request": {"number": PR, "head": {"sha": HEAD}},
+        "pull_request": {"number": PR, "head": {"sha": HEAD, "repo": {"full_name": REPO}},
+                         "base": {"repo": {"full_name": REPO}}},
         "repository": {"full_name": REPO},
     }))
     github = {"token": TOKEN, "job": "speed"}
@@ -156,10 +159,36 @@ def test_entrypoint_knows_every_input_with_the_same_default():
     assert inputs["command"]["default"] in entrypoint.COMMANDS
 
 
+def test_the_job_summary_is_appended_the_verdict_line_then_the_comment(tmp_path):
+    sys.path.insert(0, str(ENTRYPOINT.parent))
+    try:
+        import entrypoint
+    finally:
+        sys.path.remove(str(ENTRYPOINT.parent))
+    from speedstats.actions_io import set_output
+
+    summary, outputs, comment = tmp_path / "summary.md", tmp_path / "outputs", tmp_path / "comment.md"
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)}
+    summary.write_text("an earlier step's summary\n", encoding="utf-8")
+    entrypoint.write_summary(env, comment, posting=True)  # the run wrote no comment.md: nothing to say
+    assert summary.read_text(encoding="utf-8") == "an earlier step's summary\n"
+    comment.write_text("<details>the comment</details>", encoding="utf-8")
+    for name, value in (("verdict", "fail"), ("score", "3"), ("comment-file", str(comment))):
+        set_output(name, value, env)
+    entrypoint.write_summary(env, comment, posting=False)  # command: run
+    set_output("comment-url", "https://github.example/o/r/pull/7#issuecomment-1", env)
+    entrypoint.write_summary(env, comment, posting=True)  # command: run-and-comment
+    assert summary.read_text(encoding="utf-8") == (
+        "an earlier step's summary\n"
+        "Verdict: **fail** (score 3).\n\n<details>the comment</details>\n"
+        "Verdict: **fail** (score 3). Posted: https://github.example/o/r/pull/7#issuecomment-1\n\n"
+        "<details>the comment</details>\n")
+
+
 def test_outputs_are_the_ones_the_commands_set():
     assert set(action()["outputs"]) == {"verdict", "score", "regressions", "likely-regressions", "results",
-                                        "comment-file", "comment-url", "baseline-path", "failed-gpus",
-                                        "artifact-name"}
+                                        "comment-file", "comment-url", "baseline-path", "baseline-missing",
+                                        "failed-gpus", "artifact-name"}
 
 
 # -- every input reaches the command line (the runner's spelling: INPUT_COMMENT-MODE) -----------------
@@ -248,6 +277,11 @@ def test_fetch_baseline_inputs(tmp_path):
     assert printed == ("speedstats fetch-baseline --workflow 1234 --artifact 'wheels cu118' --dest "
                        "o/baseline "
                        "--branch release/0.9\n")
+    optional = planned(tmp_path, command="fetch-baseline", **{"baseline-workflow": "b.yml",
+                                                               "baseline-optional": "true"})
+    assert optional.endswith(" --dest speedstats-out/baseline --optional\n")
+    reason = "no successful run of workflow 'b.yml' on branch 'master' of o/r (push events) yet"
+    assert f" --baseline-missing {shlex.quote(reason)}" in planned(tmp_path, **{"baseline-missing": reason})
 
 
 def test_github_deadline_reaches_every_github_command(tmp_path):
@@ -278,6 +312,7 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
+    ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
     ({"command": "fetch-baseline"}, "input 'baseline-workflow': needed by command 'fetch-baseline'"),
@@ -290,18 +325,17 @@ def test_bad_inputs_are_one_line_errors(tmp_path, inputs, message):
 
 def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
     """The flags the entrypoint passes are the ones the speedstats commands define."""
-    import shlex
-
     from speedstats.cli import build_parser
 
     parser = build_parser()
     lines = (planned(tmp_path, command="run", suite="s.yml", profile="smoke", device="cpu",
-                     history="h.jsonl", **{"lock-timeout": "5", "bundle": "b"})
+                     history="h.jsonl", **{"lock-timeout": "5", "bundle": "b", "baseline-missing": "why",
+                                           "cache-dir": "c"})
              + planned(tmp_path, pr="3", **{"comment-mode": "new"})
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
              + planned(tmp_path, command="automerge-guard", pr="3", status="success")
              + planned(tmp_path, command="fetch-baseline",
-                       **{"baseline-workflow": "b.yml", "baseline-branch": "m"}))
+                       **{"baseline-workflow": "b.yml", "baseline-branch": "m", "baseline-optional": "true"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)
@@ -341,6 +375,32 @@ def test_a_wrong_token_input_fails_the_step(tmp_path, gh):
     assert proc.returncode != 0
     assert gh.comments(REPO, PR) == []
     assert "speedstats: error: " in proc.stderr
+
+
+@pytest.mark.parametrize("head_repo", [REPO, "someone/r"], ids=["same-repository", "fork"])
+def test_a_token_that_cannot_write_fails_the_step_unless_it_is_a_forks(tmp_path, gh, head_repo):
+    """GitHub answers 403 'Resource not accessible by integration' to every write of a read-only token:
+    an organisation's read-only default GITHUB_TOKEN, or any fork's."""
+    gh.add_token("ghs_readOnly", write=False)
+    (tmp_path / "body.md").write_text("Speed stats", encoding="utf-8")
+    event = {"action": "synchronize", "number": PR, "repository": {"full_name": REPO},
+             "pull_request": {"number": PR, "head": {"sha": HEAD, "repo": {"full_name": head_repo}},
+                              "base": {"repo": {"full_name": REPO}}}}
+    inputs = {"command": "comment", "body-file": "body.md", "token": "ghs_readOnly"}
+    env = action_env(tmp_path, gh.url, inputs, event=event)
+    proc = run_entrypoint(env, tmp_path)
+    summary = Path(env["GITHUB_STEP_SUMMARY"])
+    assert gh.comments(REPO, PR) == []
+    if head_repo == REPO:
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines()[-1].endswith(
+            "GitHub answered 403 Resource not accessible by integration; the token needs "
+            "`pull-requests: write` (add it to the workflow's or the job's `permissions:`)")
+        assert not summary.exists()
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("::warning::speedstats: could not post the comment on o/r#7")
+        assert summary.read_text(encoding="utf-8") == "Speed stats\n"
 
 
 def test_docs_preview_lands(tmp_path, gh):
@@ -410,8 +470,9 @@ def test_run_and_comment_with_a_real_tiny_suite_on_the_cpu(tmp_path, gh):
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     outputs = outputs_of(env)
-    # baseline-path: fetch-baseline's; failed-gpus and artifact-name: report's and shard's
-    assert set(action()["outputs"]) - {"baseline-path", "failed-gpus", "artifact-name"} <= set(outputs)
+    # baseline-path, baseline-missing: fetch-baseline's; failed-gpus, artifact-name: report's and shard's
+    assert set(action()["outputs"]) - {"baseline-path", "baseline-missing", "failed-gpus",
+                                       "artifact-name"} <= set(outputs)
     assert outputs["verdict"] == "pass" and outputs["score"] == "0"
     assert outputs["results"] == "speedstats-out/results.json"
     assert outputs["comment-file"] == "speedstats-out/comment.md"
@@ -434,6 +495,24 @@ def test_fail_on_regression_false_reports_a_failed_verdict_without_failing(tmp_p
     assert [c["body"] for c in gh.comments(REPO, PR)] == [
         body + f"\n\n<!-- speedstats:speed-stats head={HEAD} run=4242 -->"]
     assert (outputs_of(env)["verdict"], outputs_of(env)["score"]) == ("fail", "2")
+    # What GitHub shows of it: the case's log folded in a group, an annotation for the missed
+    # threshold, the verdict line and the comment in the job summary.
+    log = proc.stderr.splitlines()
+    (group,) = [line for line in log if line.startswith("::group::")]
+    assert group == ("::group::[1/1] resnet50-bs1 (resnet50, input_shape=[1, 3, 64, 64]): 0s elapsed, "
+                     "time left unknown")
+    case_line = log.index("[1/1] resnet50-bs1 (resnet50, input_shape=[1, 3, 64, 64])")
+    assert log.index(group) < case_line < log.index("::endgroup::")
+    error = (f"::error title=speedstats resnet50-bs1::resnet50-bs1: OneFlow {oneflow_ms(body)}ms is above "
+             f"0.001ms on {cpu_name()}")
+    assert [line for line in log if line.startswith("::error ")] == [error]
+    comment_url = outputs_of(env)["comment-url"]
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == (
+        f"Verdict: **fail** (score 2). Posted: {comment_url}\n\n{body}\n")
+
+
+def oneflow_ms(body):
+    return re.search(r"OneFlow resnet50 time: (\d+\.\d)ms", body).group(1)
 
 
 @pytest.mark.frameworks  # speedstats run checks its frameworks are installed before its --out
@@ -501,3 +580,42 @@ def test_required_label_decides_whether_a_failed_verdict_fails_the_step(tmp_path
     assert gh.requests_matching("GET", f"/repos/{REPO}/issues/{PR}/labels")
     if not step_fails:
         assert "do not include 'need-pass-speed-test' (required-label): the step does not fail" in proc.stderr
+
+
+# -- the build cache ---------------------------------------------------------------------------------
+
+
+def test_the_build_cache_is_in_the_checkouts_git_folder_unless_cache_dir_says(tmp_path):
+    assert "--cache-dir" not in planned(tmp_path)  # no checkout: speedstats' own default
+    (tmp_path / "workspace" / ".git").mkdir()
+    assert " --cache-dir .git/speedstats-cache" in planned(tmp_path)
+    assert " --cache-dir ../cache" in planned(tmp_path, **{"cache-dir": "../cache"})
+
+
+@pytest.mark.venv
+def test_a_build_installed_by_one_job_comes_from_the_cache_in_the_next(tmp_path):
+    """Two jobs on one runner: the second finds the build the first installed, though actions/checkout
+    deleted every untracked file of the workspace between them."""
+    from test_builds import stand_in_flowvision, stand_in_oneflow
+
+    workspace = tmp_path / "workspace"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=1e9))
+    inputs = {"command": "run", "suite": "speed.yml", "device": "cpu", "only": "oneflow",
+              "oneflow": stand_in_oneflow(tmp_path / "wheels"),
+              "flowvision": stand_in_flowvision(tmp_path / "wheels")}
+    logs = []
+    for _job in range(2):
+        env = action_env(workspace, inputs=inputs)
+        proc = run_entrypoint(env, workspace)
+        logs.append(proc.stderr)
+        for path in workspace.iterdir():  # what `git clean -ffdx` leaves of a workspace without tracked files
+            if path.name != ".git":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=1e9))
+    first, second = ([line for line in log.splitlines() if line.startswith("build oneflow ")] for log in logs)
+    assert any(line.endswith("installing with pip…") for line in first), logs[0]
+    assert not any("installing" in line for line in second), logs[1]
+    (cached,) = [line for line in second if ": from the cache (" in line]
+    assert re.search(r": from the cache \([0-9a-f]{16}\), oneflow 0\.0\.1\+fake \(git abc1234\).* in "
+                     r"\.git/speedstats-cache/builds/oneflow-[0-9a-f]{16}$", cached), cached

@@ -148,3 +148,16 @@ def test_a_bad_event_file_is_one_line_naming_it(tmp_path, content, message):
         with pytest.raises(UserError) as err:
             read(env)
         assert str(err.value) == f"GITHUB_EVENT_PATH ({path}): {message}"
+
+
+def test_workflow_commands_are_escaped_as_the_runner_unescapes_them():
+    assert actions_io.workflow_command("group", "[1/2] a case") == "::group::[1/2] a case"
+    assert actions_io.workflow_command("endgroup") == "::endgroup::"
+    # In the message: %, CR and LF; in a property: also ':' and ','.
+    assert actions_io.annotation("error", "speedstats a:b,c%", "50% slower\r\nsecond: line, end") == (
+        "::error title=speedstats a%3Ab%2Cc%25::50%25 slower%0D%0Asecond: line, end")
+    assert actions_io.annotation("warning", "t", "m") == "::warning title=t::m"
+    with pytest.raises(ValueError):
+        actions_io.annotation("fatal", "t", "m")
+    assert actions_io.in_actions({"GITHUB_ACTIONS": "true"})
+    assert not actions_io.in_actions({}) and not actions_io.in_actions({"GITHUB_ACTIONS": "false"})

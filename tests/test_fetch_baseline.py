@@ -151,3 +151,53 @@ def test_the_wheels_download_has_its_own_deadline_beyond_the_commands(gh, tmp_pa
     result = fetch(gh, tmp_path, "--workflow", "build.yml", "--github-deadline", "1")
     assert result.rc == 0, result.err
     assert (tmp_path / "baseline" / WHEEL).read_bytes() == WHEEL_BYTES
+
+
+NO_RUN = f"no successful run of workflow 'build.yml' on branch 'master' of {REPO} (push events) yet"
+EXPIRED = ("the artifact 'wheelhouse' of the newest successful run of workflow 'build.yml' on branch "
+           f"'master' of {REPO} (push events) (run 700) has expired")
+
+
+@pytest.mark.parametrize("base, reason", [
+    ("none", NO_RUN),
+    ("failed", NO_RUN),  # a base branch whose builds all failed has no base build either
+    ("expired", EXPIRED),  # GitHub lists the artifact as expired
+    ("gone", EXPIRED),  # listed, then expired before its download: 410
+])
+def test_with_optional_no_base_build_is_a_warning_and_says_why(gh, tmp_path, base, reason):
+    # The pull request that adds the workflow: its own run is the workflow's only one.
+    add_build(gh, 699, branch="add-speed-stats", event="pull_request",
+              artifacts={"wheelhouse": wheelhouse({WHEEL: b"x"})})
+    if base == "failed":
+        add_build(gh, 700, conclusion="failure", artifacts={"wheelhouse": wheelhouse({WHEEL: b"x"})})
+    elif base in ("expired", "gone"):
+        add_build(gh, 700)
+        gh.add_artifact(REPO, 700, "wheelhouse", wheelhouse({WHEEL: b"x"}), expired=base == "expired")
+        if base == "gone":
+            gh.fail("GET", f"/repos/{REPO}/actions/artifacts/*/zip", status=410,
+                    message="Artifact has expired")
+    result = fetch(gh, tmp_path, "--workflow", "build.yml", "--optional")
+    assert result.rc == 0, result.err
+    assert result.out == ("::warning::speedstats: no base build, measuring without a baseline: "
+                          f"{reason}\n")
+    assert read_outputs(tmp_path / "outputs") == {"baseline-path": "", "baseline-missing": reason}
+    assert gh.storage_requests == []
+    assert not list(tmp_path.glob("baseline/*"))
+
+
+def test_without_optional_an_artifact_gone_at_download_is_a_one_line_error(gh, tmp_path):
+    add_build(gh, 700, artifacts={"wheelhouse": wheelhouse({WHEEL: b"x"})})
+    gh.fail("GET", f"/repos/{REPO}/actions/artifacts/*/zip", status=410, message="Artifact has expired")
+    result = fetch(gh, tmp_path, "--workflow", "build.yml")
+    assert result.rc == 2
+    assert result.err.startswith("speedstats: error: download artifact 'wheelhouse' of run 700: GitHub "
+                                 "answered 410 Artifact has expired")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_optional_still_fails_on_an_artifact_that_is_not_there(gh, tmp_path):
+    """A wrong artifact name is a mistake in the workflow, not a base branch without a build."""
+    add_build(gh, 700, artifacts={"logs": b""})
+    result = fetch(gh, tmp_path, "--workflow", "build.yml", "--optional")
+    assert result.rc == 2 and "has no artifact named 'wheelhouse' (its artifacts: logs)" in result.err
+    assert not (tmp_path / "outputs").exists()

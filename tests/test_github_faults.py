@@ -1,5 +1,6 @@
 """Faults: 5xx and rate limits are retried without duplicates; 401/404 are clear errors; a fork's
-read-only token ends in the job summary; the token never shows in any output or log."""
+read-only token ends in the job summary, a same-repository token without the permission fails naming
+it; the token never shows in any output or log."""
 
 import logging
 
@@ -28,8 +29,8 @@ def body_file(tmp_path):
     return path
 
 
-def env_for(gh, tmp_path, token=TOKEN, **extra):
-    event = event_payload("pull_request", REPO, number=7, head_sha=SHA)
+def env_for(gh, tmp_path, token=TOKEN, head_repo=None, **extra):
+    event = event_payload("pull_request", REPO, number=7, head_sha=SHA, head_repo=head_repo)
     return actions_env(gh, token, REPO, tmp_path, event=event, GITHUB_RUN_ID=42, **extra)
 
 
@@ -107,11 +108,13 @@ def test_input_token_is_used_when_github_token_is_absent(gh, tmp_path, body_file
     assert len(gh.comments(REPO, 7)) == 1
 
 
-def test_a_forks_read_only_token_warns_and_writes_the_job_summary(gh, tmp_path, body_file):
+@pytest.mark.parametrize("head_repo", ["someone/r", ""], ids=["fork", "deleted-fork"])
+def test_a_forks_read_only_token_warns_and_writes_the_job_summary(gh, tmp_path, body_file, head_repo):
     gh.add_token("ghs_forkReadOnly", write=False)
     summary = tmp_path / "summary.md"
     result = run_speedstats(["comment", "--body-file", body_file],
-                            env_for(gh, tmp_path, token="ghs_forkReadOnly", GITHUB_STEP_SUMMARY=summary))
+                            env_for(gh, tmp_path, token="ghs_forkReadOnly", head_repo=head_repo,
+                                    GITHUB_STEP_SUMMARY=summary))
     assert result.rc == 0, result.err
     assert result.out.startswith("::warning::speedstats: could not post the comment on o/r#7: the token "
                                  "cannot "
@@ -125,10 +128,40 @@ def test_a_forks_read_only_token_warns_and_writes_the_job_summary(gh, tmp_path, 
 def test_a_forks_read_only_token_on_the_guard_leaves_the_label(gh, tmp_path):
     gh.add_token("ghs_forkReadOnly", write=False)
     result = run_speedstats(["automerge-guard", "--job", "cuda-module"],
-                            env_for(gh, tmp_path, token="ghs_forkReadOnly"))
+                            env_for(gh, tmp_path, token="ghs_forkReadOnly", head_repo="someone/r"))
     assert result.rc == 0
     assert result.out.startswith("::warning::speedstats: could not remove the 'automerge' label on o/r#7")
     assert "CI failed when running job: cuda-module. PR label automerge has been removed" in result.out
+    assert gh.labels(REPO, 7) == ["automerge"]
+
+
+def test_a_same_repository_token_that_cannot_write_fails_naming_the_permission(gh, tmp_path, body_file):
+    """An organisation's read-only default GITHUB_TOKEN on a branch of the repository: not a fork."""
+    gh.add_token("ghs_orgReadOnly", write=False)
+    summary = tmp_path / "summary.md"
+    result = run_speedstats(["comment", "--body-file", body_file],
+                            env_for(gh, tmp_path, token="ghs_orgReadOnly", GITHUB_STEP_SUMMARY=summary))
+    assert result.rc == 2
+    assert result.out == ""
+    assert result.err.splitlines()[-1] == (
+        "speedstats: error: could not post the comment on o/r#7: create a comment on o/r#7: GitHub answered "
+        "403 Resource not accessible by integration; the token needs `pull-requests: write` (add it to the "
+        "workflow's or the job's `permissions:`)")
+    assert not summary.exists()
+    assert gh.comments(REPO, 7) == []
+    assert gh.requests_matching("POST", CREATE)[0].status == 403
+
+
+def test_a_same_repository_token_that_cannot_write_labels_names_issues_write(gh, tmp_path):
+    gh.add_token("ghs_orgReadOnly", write=False)
+    result = run_speedstats(["automerge-guard", "--job", "cuda-module"],
+                            env_for(gh, tmp_path, token="ghs_orgReadOnly"))
+    assert result.rc == 2
+    last = result.err.splitlines()[-1]
+    assert last.startswith("speedstats: error: could not remove the 'automerge' label on o/r#7: "
+                           "remove label ")
+    assert last.endswith("the token needs `issues: write` (add it to the workflow's or the job's "
+                         "`permissions:`)")
     assert gh.labels(REPO, 7) == ["automerge"]
 
 
@@ -144,15 +177,16 @@ def test_the_token_never_appears_in_output_or_logs(gh, tmp_path, body_file, capl
         (["comment", "--body-file", body_file], TOKEN),
         (["comment", "--body-file", body_file, "--token", TOKEN, "--pr", 999], "ghs_other"),
         (["comment", "--body-file", body_file, "--dry-run"], TOKEN),
-        (["docs-preview", "--base-url", "https://docs.example"], TOKEN + "ro"),
+        (["docs-preview", "--base-url", "https://docs.example"], TOKEN + "ro"),  # a fork's: the summary
         (["automerge-guard", "--job", "Build cu116"], TOKEN),
         (["comment", "--body-file", body_file, "--api-url", "http://127.0.0.1:9"], TOKEN),  # nothing listens
         (["comment", "--body-file", body_file], TOKEN[:-1]),  # 401
     ]
     seen = []
     for argv, token in runs:
-        result = run_speedstats(argv, env_for(gh, tmp_path, token=token, GITHUB_OUTPUT=outputs,
-                                              GITHUB_STEP_SUMMARY=summary))
+        head_repo = "someone/r" if token.endswith("ro") else None
+        result = run_speedstats(argv, env_for(gh, tmp_path, token=token, head_repo=head_repo,
+                                              GITHUB_OUTPUT=outputs, GITHUB_STEP_SUMMARY=summary))
         seen += [result.out, result.err]
     spawned = run_speedstats(["comment", "--body-file", body_file, "--token", TOKEN, "--pr", 404],
                              env_for(gh, tmp_path, token=TOKEN), subprocess_=True)

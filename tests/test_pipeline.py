@@ -74,3 +74,51 @@ def test_the_comment_and_outputs_after_a_run_carry_one_verdict(tmp_path, monkeyp
     assert capsys.readouterr().out == body + "\n" + (
         f"speedstats: wrote {tmp_path / 'results.json'} and {comment_path}; score 0, verdict fail; "
         "slower than the base build: resnet50-bs2\n")
+
+
+def test_in_github_actions_each_failed_check_and_slower_case_is_an_annotation(monkeypatch):
+    suite = load_suite(None, "smoke")
+    threshold = resnet_case("resnet50-bs2", 300.0, 18.0)  # relative speed 0.06, below the smoke's 0.25
+    slower = resnet_case("resnet50-bs1", 300.0, 180.0, base=250.0, batch_size=1)
+    disturbed = resnet_case("resnet50-ddp-bs2", 300.0, 180.0)
+    disturbed.disturbance = {"text": "other processes used 1.0 of 2 cores"}
+    crashed = CaseResult(id="swin-dataloader-w0", kind="swin_dataloader", batch_size=8, times=8,
+                         error="worker crashed:\nout of memory")
+    verdict = judge(smoke_results(threshold, slower, disturbed, crashed), suite)
+    lines = []
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    pipeline.annotate(verdict, lines.append)
+    assert lines == []  # a terminal gets the summary line, not workflow commands
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    pipeline.annotate(verdict, lines.append)
+    assert lines == [
+        "::error title=speedstats resnet50-bs2::resnet50-bs2: relative speed 0.06 is below 0.25",
+        ("::error title=speedstats resnet50-bs1::resnet50-bs1: OneFlow +20.0%25 against the base build: "
+         f"{verdict.head_vs_base[1].text}"),
+        ("::warning title=speedstats resnet50-ddp-bs2::resnet50-ddp-bs2: measured on a disturbed machine: "
+         "other processes used 1.0 of 2 cores"),
+        ("::error title=speedstats swin-dataloader-w0::swin-dataloader-w0: failed: worker crashed: "
+         "out of memory"),
+    ]
+
+
+def test_in_github_actions_each_case_is_a_log_group_with_the_time_elapsed_and_left():
+    ticks = iter([0.0, 100.0, 100.0, 400.0, 400.0, 4000.0])
+    lines = []
+    groups = pipeline.CaseGroups(lines.append, clock=lambda: next(ticks))
+    suite = load_suite(None, "smoke")
+    for index, case in enumerate(suite.cases[:3], 1):
+        with groups(index, 5, case):
+            lines.append(f"case {index}")
+    assert lines == [
+        "::group::[1/5] resnet50-bs2 (resnet50, input_shape=[2, 3, 64, 64]): 0s elapsed, time left unknown",
+        "case 1", "::endgroup::",
+        ("::group::[2/5] resnet50-bs1 (resnet50, input_shape=[1, 3, 64, 64]): 1m40s elapsed, "
+         "about 6m40s left"),
+        "case 2", "::endgroup::",
+        ("::group::[3/5] swin-dataloader-w0 (swin dataloader, batch 8, num_workers=0): 6m40s elapsed, "
+         "about 10m00s left"),
+        "case 3", "::endgroup::",
+    ]
+    assert pipeline.clock_text(3725) == "1h02m"
+

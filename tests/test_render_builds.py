@@ -171,6 +171,27 @@ def test_without_a_baseline_only_the_builds_line_follows():
                          "with torchvision 0.29.1")
 
 
+def test_without_a_base_build_one_line_says_why_there_is_no_head_against_base_table(run):
+    record = case("resnet50-bs2", 2)
+    del record.frameworks["oneflow_base"]
+    record.paired = None
+    builds = {k: v for k, v in BUILDS.items() if k != "oneflow_base"}
+    reason = "no successful run of workflow 'build.yml' on branch 'master' of o/r (push events) yet"
+    results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record], builds=builds,
+                      baseline_missing=reason)
+    results = results_model.results_from_dict(json.loads(results.to_json()))  # as results.json keeps it
+    assert results.baseline_missing == reason
+    body = render_speed_stats(results, None, judge(results, None))
+    block, notes = body.split("\n\n</details>\n\n")
+    assert block == render_speed_stats(Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record]),
+                                       None, judge(results, None)).split("\n\n</details>")[0]
+    assert notes.split("\n\n")[0] == f"No head-against-base table, there is no base build: {reason}."
+    assert notes.split("\n\n")[1].startswith("Builds: OneFlow 0.9.0+slow")
+    # With a base build measured after all, its table stands and the reason is not said.
+    run.baseline_missing = reason
+    assert "No head-against-base table" not in render_speed_stats(run, None, judge(run, None))
+
+
 @pytest.mark.parametrize("only, line", [
     ("oneflow", "OneFlow resnet50 time: 310.0ms (= 3100.0ms / 10, input_shape=[2, 3, 64, 64])"),
     ("pytorch", "PyTorch resnet50 time: 180.0ms (= 1800.0ms / 10, input_shape=[2, 3, 64, 64])"),

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 EXAMPLES = ROOT / "examples" / "workflows"
 EXAMPLE = EXAMPLES / "speedstats-pull-request.yml"
+PIPELINE = EXAMPLES / "speedstats-oneflow-pipeline.yml"
 THIS_ACTION = re.compile(r"^([\w.-]+/speedstats@[\w.-]+|\./?)$")
 
 
@@ -239,6 +240,10 @@ def _run_step(step, env, workspace, contexts, overrides):
     with_ = {k: interpolate(v, contexts) for k, v in (step.get("with") or {}).items()}
     if uses.startswith("actions/checkout@"):
         return 0, "the workspace is the checked-out repository"
+    if uses.startswith("actions/download-artifact@"):  # from <workspace>/../artifacts/<name>
+        source = Path(workspace).parent / "artifacts" / with_["name"]
+        shutil.copytree(source, Path(workspace) / with_.get("path", "."), dirs_exist_ok=True)
+        return 0, f"downloaded {with_['name']}"
     if uses.startswith("actions/upload-artifact@"):
         target = Path(workspace).parent / "artifacts" / with_["name"]
         patterns = [p.strip() for p in with_["path"].splitlines() if p.strip()]
@@ -342,7 +347,7 @@ def test_example_on_a_passing_pull_request(tmp_path, gh):
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
     assert run.status == "success", run.logs
-    assert run.ran == ["Check out", "Benchmark and comment", "Job summary", "Keep the results"]
+    assert run.ran == ["Check out", "Benchmark and comment", "Keep the results"]
     assert run.skipped == ["Remove automerge from the failed pull request"]
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
     assert re.fullmatch(TINY_BODY.format(gpu_name=re.escape(nvidia_smi_name() or cpu_name()), mark="✔️"), body)
@@ -350,7 +355,8 @@ def test_example_on_a_passing_pull_request(tmp_path, gh):
     assert [c["body"] for c in comments] == [marked(body, "speed-stats", head=HEAD, run=4242)]
     assert gh.labels(REPO, PR) == ["automerge"]
     comment_url = f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{comments[0]['id']}"
-    assert run.summary == f"Verdict: **pass** (score 0). Posted: {comment_url}\n\n{body}"
+    # The action's own job summary: the verdict line, then the comment.
+    assert run.summary == f"Verdict: **pass** (score 0). Posted: {comment_url}\n\n{body}\n"
     artifact = tmp_path / "artifacts" / "speedstats-results" / "speedstats-out"
     assert sorted(p.name for p in artifact.iterdir()) == ["comment.md", "results.json"]
     assert json.loads((artifact / "results.json").read_text())["suite"] == "tiny"
@@ -363,7 +369,7 @@ def test_example_on_a_regression_labelled_need_pass_speed_test_comments_then_rem
     run = run_job(load_workflow(EXAMPLE), "speed-stats", workspace, gh.url, pull_request_event(),
                   speed_step_overrides())
     assert run.status == "failure"
-    assert run.ran == ["Check out", "Benchmark and comment", "Job summary", "Keep the results",
+    assert run.ran == ["Check out", "Benchmark and comment", "Keep the results",
                        "Remove automerge from the failed pull request"]
     assert run.skipped == []
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
@@ -392,6 +398,41 @@ def test_example_on_a_regression_without_the_label_comments_and_passes(tmp_path,
     assert [c["body"] for c in gh.comments(REPO, PR)] == [marked(body, "speed-stats", head=HEAD, run=4242)]
     assert gh.labels(REPO, PR) == ["automerge"]
     assert run.summary.startswith("Verdict: **fail** (score 2). Posted: ")
+
+
+# -- the OneFlow pipeline example ----------------------------------------------------------------------------
+
+
+@pytest.mark.heavy
+def test_pipeline_on_a_base_branch_without_a_build_measures_without_a_baseline_and_says_why(tmp_path, gh):
+    """The pull request that adds the pipeline: its own run is the workflow's only one, so the base
+    branch has no successful run to take the base build from."""
+    gh.add_workflow_run(REPO, 4242, HEAD, event="pull_request", workflow=PIPELINE.name,
+                        branch="add-speed-stats", conclusion=None)
+    workspace = prepared_workspace(tmp_path, max_oneflow_ms=1e9)
+    wheel = tmp_path / "artifacts" / "oneflow-wheel" / "oneflow-0.9.0-cp310-cp310-linux_x86_64.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"the build job's wheel")
+    event = pull_request_event()
+    event["pull_request"]["base"] = {"ref": "master", "repo": {"full_name": REPO}}
+    # This machine measures the environment's own OneFlow on its CPU: the head build is not the point.
+    overrides = {"speed": {"oneflow": "installed", **speed_step_overrides().get("speed", {})}}
+    run = run_job(load_workflow(PIPELINE), "speed-stats", workspace, gh.url, event, overrides)
+    assert run.status == "success", "\n".join(f"--- {k}\n{v}" for k, v in run.logs.items())
+    assert run.ran[1:] == ["The pull request's wheel", "The base branch's wheel",
+                       "Benchmark head against base and PyTorch, and comment", "Keep the results"]
+    reason = (f"no successful run of workflow '{PIPELINE.name}' on branch 'master' of {REPO} (push events) "
+              "yet")
+    assert run.logs["The base branch's wheel"].startswith(
+        f"::warning::speedstats: no base build, measuring without a baseline: {reason}\n")
+    body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
+    block, notes = body.split("\n\n</details>\n\n")
+    assert "GPU Name: " in block and "Against the base build" not in body
+    line = f"No head-against-base table, there is no base build: {reason}."
+    assert line in notes.split("\n\n")
+    results = json.loads((workspace / "speedstats-out" / "results.json").read_text())
+    assert results["baseline_missing"] == reason
+    assert [c["body"] for c in gh.comments(REPO, PR)] == [marked(body, "speed-stats", head=HEAD, run=4242)]
 
 
 # -- the project's CI -------------------------------------------------------------------------------------

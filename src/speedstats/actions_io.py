@@ -5,7 +5,8 @@ GITHUB_SHA, GITHUB_JOB, GITHUB_BASE_REF, GITHUB_API_URL, the token), the trigger
 (the JSON file at GITHUB_EVENT_PATH, parsed once per process and cached), and the file commands it
 writes: step outputs ($GITHUB_OUTPUT) and the job summary ($GITHUB_STEP_SUMMARY). Those files are
 appended to, one record per call, as the runner reads them after the step. Outside Actions (the
-variables unset) the readers return None and the writers do nothing and return False.
+variables unset) the readers return None and the writers do nothing and return False. The workflow
+commands of the log (annotations, groups) are formatted here too, for GITHUB_ACTIONS=true only.
 
 Every reader takes `environ` (default: os.environ), so a caller can point it at another job's variables.
 """
@@ -111,6 +112,9 @@ class Event:
     run_id: int | None = None  # the triggering run of a workflow_run event
     base_ref: str | None = None  # the pull request's base branch
     labels: tuple[str, ...] = ()  # the label names of the pull request (or issue) when the event fired
+    # A pull_request payload's pull request comes from another repository than its base (a fork, or a
+    # deleted one: head.repo null); None when the payload does not say.
+    pr_from_fork: bool | None = None
 
 
 _parsed: tuple[tuple, Event] | None = None  # (file key, event): the last event file parsed
@@ -164,6 +168,7 @@ def _event_from_payload(payload, path):
         base = pull.get("base")
         if isinstance(base, dict) and isinstance(base.get("ref"), str) and base["ref"]:
             fields["base_ref"] = base["ref"]
+        fields["pr_from_fork"] = _from_fork(head, base, fields.get("repo"))
     elif isinstance(issue, dict) and isinstance(issue.get("pull_request"), dict):
         fields["pr_number"] = _int(issue.get("number"))
     elif isinstance(run, dict):
@@ -180,6 +185,21 @@ def _event_from_payload(payload, path):
                                      if isinstance(label, dict) and isinstance(label.get("name"), str))
             break
     return Event(**fields)
+
+
+def _full_name(repo):
+    return repo.get("full_name") if isinstance(repo, dict) else None
+
+
+def _from_fork(head, base, repository_):
+    if not isinstance(head, dict) or "repo" not in head:
+        return None
+    base_repo = _full_name(base.get("repo")) if isinstance(base, dict) else None
+    base_repo = base_repo or repository_
+    head_repo = _full_name(head["repo"])
+    if base_repo is None:
+        return None
+    return head_repo != base_repo
 
 
 def base_branch(environ=None):
@@ -229,6 +249,36 @@ def append_summary(text, env=None):
         return False
     _append(path, text if text.endswith("\n") else text + "\n")
     return True
+
+
+# -- workflow commands in the log -------------------------------------------------------------------------
+
+
+def in_actions(environ=None):
+    """True inside a GitHub Actions job (GITHUB_ACTIONS=true), where the log reads workflow commands."""
+    return _environ(environ).get("GITHUB_ACTIONS") == "true"
+
+
+def _escape_data(text):
+    return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text):
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(name, message="", **properties):
+    """One workflow command line, `::name key=value,...::message`, escaped as the runner unescapes it."""
+    props = ",".join(f"{key}={_escape_property(value)}" for key, value in properties.items()
+                     if value is not None)
+    return f"::{name}{' ' + props if props else ''}::{_escape_data(message)}"
+
+
+def annotation(level, title, message):
+    """An `error`, `warning` or `notice` annotation with its title: shown on the run's summary page."""
+    if level not in ("error", "warning", "notice"):
+        raise ValueError(f"annotation level {level!r} is not error, warning or notice")
+    return workflow_command(level, message, title=title)
 
 
 def read_outputs(path):

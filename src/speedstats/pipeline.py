@@ -6,6 +6,7 @@
     measure                under the device lock: the dataset, then bench.runner.SuiteRunner, which
                            writes OUT/results.json after every case
     judge                  the verdict, once (speedstats.verdict)
+    annotate               in GitHub Actions: an annotation per failed check, regression, disturbed case
     render                 the comment from the results and that verdict
     write_comment          OUT/comment.md, and stdout
     set_outputs            the Action's outputs
@@ -19,22 +20,29 @@ files after a run are steps of this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from speedstats.actions_io import in_actions
 from speedstats.casekinds import case_kind
+from speedstats.contenders import BASE
 from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
 from speedstats.fsutil import write_atomic
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
-from speedstats.verdict import judge
+from speedstats.text import one_line
+from speedstats.verdict import disturbed_reason, judge
 
 RESULTS_FILE = "results.json"
 COMMENT_FILE = "comment.md"
 DEFAULT_CACHE = ".cache/speedstats"
+ANNOTATION_LIMIT = 400  # characters of an annotation's message
+BASELINE_MISSING_LIMIT = 300  # characters of why there is no baseline build
 
 
 @dataclass
@@ -60,6 +68,7 @@ class RunOptions:
     only: str | None = None  # a family: "oneflow" or "pytorch"
     no_confirm: bool = False
     required_label: str | None = None
+    baseline_missing: str | None = None  # why there is no baseline build (fetch-baseline's output)
 
 
 def run(options, progress=None):
@@ -99,7 +108,11 @@ def _run_steps(options, progress):
     if device == "cuda":
         check_driver_or_fail(builds, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
+    if options.baseline_missing and BASE not in contenders:
+        results.baseline_missing = one_line(options.baseline_missing, BASELINE_MISSING_LIMIT)
+        write_atomic(out / RESULTS_FILE, results.to_json())
     verdict = judge(results, suite)
+    annotate(verdict, progress)
     body = render_speed_stats(results, suite, verdict, templates_dir=options.templates)
     comment_path = write_comment(out, body, options.quiet, progress)
     results_path = out / RESULTS_FILE
@@ -288,14 +301,56 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
             cache = Path(suite.dataset.cache_dir or cache)
             progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
             dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
+        case_scope = CaseGroups(progress) if in_actions() else None
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device), builds=builds, contenders=contenders,
-                             confirm=suite.confirm and not options.no_confirm, quiet_wait_s=lock_timeout)
+                             confirm=suite.confirm and not options.no_confirm, quiet_wait_s=lock_timeout,
+                             case_scope=case_scope)
         try:
             return runner.run()
         except RunCancelled as exc:
             write_cancelled_comment(exc.results, suite, out, options.templates, progress)
             raise
+
+
+class CaseGroups:
+    """In GitHub Actions, each case's log folded in a `::group::` whose title says how long the run has
+    measured and, from the cases done so far, about how long it has left."""
+
+    def __init__(self, progress, clock=time.monotonic):
+        self.progress = progress
+        self.clock = clock
+        self.started = None
+        self.done_s = []  # how long each finished case took
+
+    @contextlib.contextmanager
+    def __call__(self, index, total, case):
+        from speedstats.actions_io import workflow_command
+        from speedstats.bench.runner import case_label
+
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        left = "time left unknown"
+        if self.done_s:
+            left = f"about {clock_text(sum(self.done_s) / len(self.done_s) * (total - index + 1))} left"
+        self.progress(workflow_command("group", f"[{index}/{total}] {case_label(case)}: "
+                                                f"{clock_text(now - self.started)} elapsed, {left}"))
+        try:
+            yield
+        finally:
+            self.done_s.append(self.clock() - now)
+            self.progress(workflow_command("endgroup"))
+
+
+def clock_text(seconds):
+    """1h02m, 3m05s, 42s."""
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
 
 
 def write_cancelled_comment(results, suite, out, templates_dir, progress):
@@ -322,6 +377,29 @@ def write_comment(out, body, quiet, progress):
         except (UserError, BrokenPipeError):  # the comment is in comment.md; the verdict still counts
             progress("speedstats: stdout is closed; the comment is only in " + str(comment_path))
     return comment_path
+
+
+def annotate(verdict, progress):
+    """In GitHub Actions: an error annotation for each failed case, failed threshold and regression
+    against the base build, a warning for each case measured on a disturbed machine or likely slower
+    than the base; one line each, titled `speedstats <case>`."""
+    if not in_actions():
+        return
+    from speedstats.actions_io import annotation
+
+    rows = {row.case_id: row for row in verdict.head_vs_base}
+    for case in verdict.cases:
+        title = f"speedstats {case.id}"
+        disturbed = disturbed_reason(case.id, case.disturbed) if case.disturbed else None
+        for reason in case.reasons:  # its failure or failed thresholds, and the disturbance
+            level = "warning" if reason == disturbed else "error"
+            progress(annotation(level, title, one_line(reason, ANNOTATION_LIMIT)))
+        row = rows.get(case.id)
+        slower = "error" if case.id in verdict.regressions else (
+            "warning" if case.id in verdict.likely_regressions else None)
+        if slower and row is not None:
+            text = f"{case.id}: OneFlow {(row.ratio - 1) * 100:+.1f}% against the base build: {row.text}"
+            progress(annotation(slower, title, one_line(text, ANNOTATION_LIMIT)))
 
 
 def set_outputs(verdict, results_path, comment_path):

@@ -316,8 +316,10 @@ def speed_stats_notes_context(results, verdict):
                "text": build_text(results.builds[r])}
               for r in roles]
     rule = verdict.rule
+    baseline_missing = _cell(results.baseline_missing) if results.baseline_missing and not rows else None
     return {
         "rows": rows, "likely": likely, "confirmed": confirmed, "cleared": cleared, "builds": builds,
+        "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
         "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,

@@ -119,6 +119,8 @@ class Results:
     # What each contender measured: version, git commit, wheel and sha256 or requirement (see bench.builds).
     builds: dict[str, dict] = field(default_factory=dict)
     cancelled: bool = False  # stopped (SIGTERM, SIGINT) before its last case: the cases are incomplete
+    # Why no base build was measured (fetch-baseline --optional found none): a line after the block.
+    baseline_missing: str | None = None
     # The machine once per run (see bench.machine_state): CPU, driver, each GPU, the quiet check.
     machine: dict | None = None
     schema: str = SCHEMA
@@ -400,6 +402,7 @@ def results_from_dict(data, where="results"):
         error=_field(data, "error", (str,), where, required=False),
         builds=_builds(data, where),
         cancelled=_field(data, "cancelled", (bool,), where, required=False, default=False),
+        baseline_missing=_field(data, "baseline_missing", (str,), where, required=False),
         machine=_field(data, "machine", (dict,), where, required=False),
     )
 

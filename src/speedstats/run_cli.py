@@ -59,4 +59,7 @@ def register(subparsers):
                    help="a failed verdict exits 1 only when the pull request carries LABEL (read through "
                         "the API with $GITHUB_TOKEN, else from the event payload); otherwise exit 0. The "
                         "comment and the verdict output still show the failure")
+    p.add_argument("--baseline-missing", metavar="REASON",
+                   help="why there is no baseline build (fetch-baseline --optional's baseline-missing "
+                        "output): without --baseline-oneflow, a line after the Speed stats block says it")
     p.set_defaults(func=run_command)

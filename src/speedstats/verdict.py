@@ -154,6 +154,10 @@ def _check_spec(case, spec, suite_name):
         raise UserError(f"suite {suite_name!r}: case {case.id!r}: {spec.kind} cases take no thresholds")
 
 
+def disturbed_reason(case_id, text):
+    return f"{case_id}: measured on a disturbed machine: {text}"
+
+
 def judge_case(case, spec, gpu_name, suite_name="suite"):
     """The marks and score of one case; spec is the suite's CaseSpec for it, or None."""
     verdict = CaseVerdict(id=case.id)
@@ -164,7 +168,7 @@ def judge_case(case, spec, gpu_name, suite_name="suite"):
         return verdict
     if case.disturbance:
         verdict.disturbed = one_line(case.disturbance["text"])
-        verdict.reasons.append(f"{case.id}: measured on a disturbed machine: {verdict.disturbed}")
+        verdict.reasons.append(disturbed_reason(case.id, verdict.disturbed))
     if spec is None:
         return verdict
     _check_spec(case, spec, suite_name)

@@ -506,7 +506,8 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
     report = _probe(request, build, python, probe_timeout_s)
     _check_took_effect(request, report, build.site_dir)
     build.provenance = _provenance(request, report, wheel_hashes=wheel_hashes, cache_key=key)
-    progress(f"build {request.describe()}: cached, {_summary(build.provenance)}, in {folder}")
+    progress(f"build {request.describe()}: from the cache ({key[:16]}), {_summary(build.provenance)}, "
+             f"in {folder}")
     return build
 
 

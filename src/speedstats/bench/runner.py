@@ -13,6 +13,7 @@ error and the run goes on. results.json is rewritten (atomically) after every ca
 is killed keeps what it measured.
 """
 
+import contextlib
 import datetime
 import sys
 from pathlib import Path
@@ -81,7 +82,7 @@ class SuiteRunner:
 
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
                  builds=None, contenders=None, confirm=True, rule=None, quiet_wait_s=None, watch=None,
-                 worker_program=WORKER_PROGRAM):
+                 worker_program=WORKER_PROGRAM, case_scope=None):
         self.suite = suite
         self.device = device
         # Workers run in their control folders: every path they are given must be absolute.
@@ -97,6 +98,8 @@ class SuiteRunner:
         self.quiet_wait_s = quiet_wait_s  # on CUDA, before the first case (None: the suite's)
         self.watch = watch  # a bench.machine_state.MachineWatch; made by run() when None
         self.workers = WorkerSetup(device, self.dataset_dir, self.builds, tuple(worker_program))
+        # case_scope(index, total, case): a context manager around each case's log (e.g. a log group)
+        self.case_scope = case_scope or (lambda index, total, case: contextlib.nullcontext())
 
     @property
     def with_baseline(self):
@@ -114,12 +117,13 @@ class SuiteRunner:
         try:
             results.machine = self._machine_before_run()
             for index, case in enumerate(self.suite.cases, 1):
-                log = CaseProgress(self.progress, index, total)
-                log.heading(case_label(case))
-                try:
-                    results.cases.append(self.run_case(case, log))
-                finally:
-                    kill_started_workers()  # nothing of a case outlives it
+                with self.case_scope(index, total, case):
+                    log = CaseProgress(self.progress, index, total)
+                    log.heading(case_label(case))
+                    try:
+                        results.cases.append(self.run_case(case, log))
+                    finally:
+                        kill_started_workers()  # nothing of a case outlives it
                 results.finished_at = now_iso()
                 write_atomic(results_path, results.to_json())
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (see speedstats.pipeline)

@@ -5,6 +5,11 @@ the artifact (a folder of wheels) that the newest successful run of the build wo
 branch uploaded. Found through the Actions REST API, downloaded through the same redirect-safe path
 as post-from-artifact (the token never reaches the storage host), and only its `.whl` members are
 extracted, flat, under their own names: nothing else in the archive touches the disk.
+
+With --optional, a base branch without a base build is not a failure: no successful run there yet
+(the very pull request that adds the workflow), or its artifact expired. The step output
+baseline-path is then empty, baseline-missing says why, a warning says so in the log, and the
+run that follows measures without a baseline, its comment saying why in one line.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from pathlib import Path
 from speedstats import actions_io
 from speedstats.errors import UserError
 from speedstats.github import context
+from speedstats.github.client import Gone
 from speedstats.github.options import add_common_options
 from speedstats.github.session import find_artifact, guarded, make_client
 
@@ -46,6 +52,9 @@ def register(subparsers):
                    help="branch whose build to take (default: the pull request's base branch)")
     p.add_argument("--event", default=DEFAULT_EVENT, metavar="EVENT",
                    help=f"only runs triggered by this event (default: {DEFAULT_EVENT}; 'any' for all)")
+    p.add_argument("--optional", action="store_true",
+                   help="no successful run on the branch, or an expired artifact, is not a failure: warn, "
+                        "set baseline-path empty and baseline-missing to why, and exit 0")
     p.add_argument("--dest", default=DEFAULT_DEST, metavar="DIR",
                    help=f"folder for the wheel(s) (default: {DEFAULT_DEST}); emptied of earlier wheels first")
     add_common_options(p, pull_request=False, dry_run=False, author=False,
@@ -104,6 +113,15 @@ def _copy_bounded(src, out, limit):
         out.write(chunk)
 
 
+def no_baseline(reason):
+    """--optional without a base build: say why, in the log and the outputs; exit 0."""
+    print(actions_io.workflow_command("warning", f"speedstats: no base build, measuring without a baseline: "
+                                                 f"{reason}"), flush=True)
+    actions_io.set_output("baseline-path", "")
+    actions_io.set_output("baseline-missing", reason)
+    return 0
+
+
 def fetch_baseline_command(args):
     repo = context.resolve_repo(args.repo)
     workflow = args.workflow.strip()
@@ -120,17 +138,25 @@ def fetch_baseline_command(args):
         found = client.latest_successful_run(repo, workflow, branch, event)
         on = f"workflow {workflow!r} on branch {branch!r} of {repo}" + (f" ({event} events)" if event else "")
         if found is None:
+            if args.optional:
+                return no_baseline(f"no successful run of {on} yet")
             raise UserError(f"--workflow: no successful run of {on}")
-        artifact, where = find_artifact(client, repo, found.id, args.artifact, MAX_ARCHIVE_BYTES,
-                                        option="--artifact", run_text=f"run {found.id} ({on})",
-                                        limit_text=str(MAX_ARCHIVE_BYTES),
-                                        expired_hint=f" (rerun the build on {branch!r})")
-        dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
-            client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
-                            deadline_s=DOWNLOAD_DEADLINE_S, own_deadline=True)
-            archive.flush()
-            wheels = extract_wheels(archive.name, dest, where)
+        try:
+            artifact, where = find_artifact(client, repo, found.id, args.artifact, MAX_ARCHIVE_BYTES,
+                                            option="--artifact", run_text=f"run {found.id} ({on})",
+                                            limit_text=str(MAX_ARCHIVE_BYTES),
+                                            expired_hint=f" (rerun the build on {branch!r})")
+            dest.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
+                client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
+                                deadline_s=DOWNLOAD_DEADLINE_S, own_deadline=True)
+                archive.flush()
+                wheels = extract_wheels(archive.name, dest, where)
+        except Gone:
+            if not args.optional:
+                raise
+            return no_baseline(f"the artifact {args.artifact!r} of the newest successful run of {on} "
+                               f"(run {found.id}) has expired")
         path = wheels[0] if len(wheels) == 1 else dest
         names = ", ".join(w.name for w in wheels)
         print(f"speedstats: baseline from run {found.id} (commit {found.head_sha[:12]}) of {on}: {names}",

@@ -32,7 +32,8 @@ from speedstats.errors import GitHubUnreachable, UserError
 from speedstats.github import storage
 from speedstats.text import one_line
 
-FORK_MESSAGES = ("resource not accessible by integration", "resource not accessible by personal access token")
+NOT_ACCESSIBLE_MESSAGES = ("resource not accessible by integration",
+                           "resource not accessible by personal access token")
 TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
 REQUEST_DEADLINE_ENV = "SPEEDSTATS_GITHUB_REQUEST_DEADLINE"
 COMMAND_DEADLINE_ENV = "SPEEDSTATS_GITHUB_DEADLINE"
@@ -47,7 +48,21 @@ class _DeadlinePassed(BaseException):
 
 
 class ReadOnlyToken(Exception):
-    """GitHub refused a write with 403 'Resource not accessible by integration' (a fork's pull request)."""
+    """GitHub refused a write with 403 'Resource not accessible by integration': a fork's pull request
+    (read-only token), or a token without the permission for that write. `what` is the refused request."""
+
+    def __init__(self, message, what=""):
+        super().__init__(message)
+        self.what = what
+
+    @property
+    def permission(self):
+        """The permission the refused write needs: labels live on the issue, comments on the pull request."""
+        return "issues: write" if "label" in self.what else "pull-requests: write"
+
+
+class Gone(UserError):
+    """GitHub answered 410 Gone, or listed the artifact as expired: it no longer has it."""
 
 
 @dataclass
@@ -256,8 +271,10 @@ class GitHubClient:
         status, message = exc.status, _message(exc)
         if status >= 500 or status == 429 or (status == 403 and "rate limit" in message.lower()):
             return GitHubUnreachable(self.redact(f"{what}: GitHub answered {status} {message}".rstrip()))
-        if status == 403 and message.lower().startswith(FORK_MESSAGES):
-            return ReadOnlyToken(self.redact(f"{what}: GitHub answered 403 {message}"))
+        if status == 403 and message.lower().startswith(NOT_ACCESSIBLE_MESSAGES):
+            return ReadOnlyToken(self.redact(f"{what}: GitHub answered 403 {message}"), what=what)
+        if status == 410:
+            return Gone(self.redact(f"{what}: GitHub answered 410 {message}".rstrip()))
         if status == 401:
             return UserError(f"token: GitHub rejected it (401 {message or 'Bad credentials'}) on {what}")
         if status == 404:

@@ -70,6 +70,18 @@ def resolve_target(pr=None, repo=None, head_sha=None, run_id=None, environ=None)
     return Target(repo=repo, pr_number=number, head_sha=head_sha, run_id=run_id)
 
 
+# The events whose job gets a read-only GITHUB_TOKEN when the pull request comes from a fork.
+FORK_READ_ONLY_EVENTS = ("pull_request", "pull_request_review", "pull_request_review_comment")
+
+
+def read_only_because_fork(target, environ=None):
+    """True when this job's token is read-only because the event is a fork's pull request (the target):
+    what GitHub does by design, as opposed to a same-repository job whose token lacks a permission."""
+    event = actions_io.read_event(environ)
+    return (event.name in FORK_READ_ONLY_EVENTS and event.pr_from_fork is True
+            and event.pr_number == target.pr_number and event.repo in (None, target.repo))
+
+
 def resolve_token(flag=None, environ=None):
     """The token from --token, GITHUB_TOKEN or INPUT_TOKEN; None when there is none."""
     for token in (flag, *actions_io.tokens(environ)):

@@ -364,8 +364,8 @@ def post_report(args, client, target, rows, verdict, attempt, run_url, mentions,
     try:
         outcome = post_comment(client, target, SPEED_STATS, body, author=author, dry_run=args.dry_run,
                                api_url=api_url, extra_fields=fields, current_head=current_head)
-    except ReadOnlyToken:
-        return report_read_only(target, body, "post the report")
+    except ReadOnlyToken as refused:
+        return report_read_only(target, body, "post the report", refused)
     if outcome.action == "dry-run":
         return 0
     print(f"speedstats: {outcome.message} (verdict {verdict})", file=sys.stderr)

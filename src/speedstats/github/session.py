@@ -11,7 +11,7 @@ import sys
 from speedstats.actions_io import append_summary, set_output
 from speedstats.errors import SpeedstatsError, UserError
 from speedstats.github import context
-from speedstats.github.client import GitHubClient, ReadOnlyToken, RetryPolicy
+from speedstats.github.client import GitHubClient, Gone, ReadOnlyToken, RetryPolicy
 from speedstats.github.markers import SPEED_STATS
 from speedstats.github.post import automerge_guard, automerge_removed_text, post_comment
 
@@ -49,8 +49,13 @@ def guarded(run, client):
         raise
 
 
-def report_read_only(target, body, what):
-    """A fork's read-only token: warn in the job log and put the body in the job summary; exit 0."""
+def report_read_only(target, body, what, refused):
+    """A write refused with 403 'Resource not accessible': on a fork's pull request (read-only token by
+    design) warn in the job log and put the body in the job summary, exit 0; anywhere else the token
+    lacks a permission, a UserError naming it."""
+    if not context.read_only_because_fork(target):
+        raise UserError(f"could not {what} on {target}: {refused}; the token needs `{refused.permission}` "
+                        "(add it to the workflow's or the job's `permissions:`)")
     summary = append_summary(body)
     where = "it is in the job summary instead" if summary else "it follows"
     print(f"::warning::speedstats: could not {what} on {target}: the token cannot write there "
@@ -79,8 +84,8 @@ def post_kind(args, target, client, kind, body, emit_url=True):
     try:
         outcome = post_comment(client, target, kind, body, mode=args.mode, author=author,
                                dry_run=args.dry_run, api_url=api_url)
-    except ReadOnlyToken:
-        return report_read_only(target, body, "post the comment")
+    except ReadOnlyToken as refused:
+        return report_read_only(target, body, "post the comment", refused)
     if outcome.action != "dry-run":
         print(f"speedstats: {outcome.message}", file=sys.stderr)
         if emit_url:
@@ -94,8 +99,9 @@ def run_guard(args, target, client, job, label, status):
         author = getattr(args, "author", None) or (client.login() if client is not None else None)
         outcome = automerge_guard(client, target, job, label=label, status=status, dry_run=args.dry_run,
                                   api_url=context.resolve_api_url(args.api_url), author=author)
-    except ReadOnlyToken:
-        return report_read_only(target, automerge_removed_text(job, label), f"remove the {label!r} label")
+    except ReadOnlyToken as refused:
+        return report_read_only(target, automerge_removed_text(job, label), f"remove the {label!r} label",
+                                refused)
     if outcome.action != "dry-run":
         print(f"speedstats: {outcome.message}", file=sys.stderr)
     return 0
@@ -104,7 +110,8 @@ def run_guard(args, target, client, job, label, status):
 def find_artifact(client, repo, run_id, name, max_bytes, *, option, run_text, limit_text, expired_hint=""):
     """(artifact, where): the run's artifact called `name`, there, unexpired and at most max_bytes.
 
-    Each failure is a one-line UserError; `option` names the flag that chose the artifact.
+    Each failure is a one-line UserError (Gone for an expired artifact); `option` names the flag that
+    chose the artifact.
     """
     artifacts = client.artifacts(repo, run_id)
     matching = [a for a in artifacts if a.name == name]
@@ -114,7 +121,7 @@ def find_artifact(client, repo, run_id, name, max_bytes, *, option, run_text, li
     artifact = matching[0]
     where = f"artifact {name!r} of run {run_id}"
     if artifact.expired:
-        raise UserError(f"{where}: expired; GitHub no longer has it{expired_hint}")
+        raise Gone(f"{where}: expired; GitHub no longer has it{expired_hint}")
     if artifact.size > max_bytes:
         raise UserError(f"{where}: {artifact.size} bytes, more than {limit_text}")
     return artifact, where
