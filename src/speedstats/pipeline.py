@@ -96,7 +96,7 @@ def _run_steps(options, progress):
 
     builds = prepare_builds(requests, cache, progress)
     if device == "cuda":
-        check_driver_or_fail(builds, progress)
+        check_driver_or_fail(builds, device, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
     verdict = judge(results, suite)
     body = render_speed_stats(results, suite, verdict, templates_dir=options.templates)
@@ -252,18 +252,20 @@ def lock_timeout_or_fail(suite, lock_timeout):
 # -- measuring ----------------------------------------------------------------------------------------
 
 
-def check_driver_or_fail(builds, progress):
-    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports fails now."""
-    from speedstats.bench.driver_check import check_driver
-    from speedstats.bench.machine_state import Gpus
+def check_driver_or_fail(builds, device, progress):
+    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports, or without
+    kernels for one of the run's GPUs, fails now."""
+    from speedstats.bench.driver_check import check_architectures, check_driver
+    from speedstats.bench.machine_state import Gpus, gpu_indices
 
-    gpus = Gpus([0])
+    gpus = Gpus(gpu_indices(device))
     try:
-        driver = gpus.driver()
+        driver, gpu_facts = gpus.driver(), gpus.run_info()
     finally:
         gpus.close()
     for note in check_driver(builds, driver):
         progress(f"speedstats: {note}")
+    check_architectures(builds, gpu_facts)
 
 
 def prepare_builds(requests, cache, progress):
