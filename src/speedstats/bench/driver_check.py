@@ -174,7 +174,7 @@ def check_architectures(builds, gpus):
             name = f"{LABELS.get(role, role)} build {package} {version} ({' '.join(archs)})"
             where = (f"GPU {gpu.get('index', 0)} {gpu.get('name') or 'unnamed'} "
                      f"(compute capability {_text(capability)})")
-            if role == "pytorch":
+            if provenance.get("family") == "pytorch":
                 pick = pytorch_for(capability)
                 advice = (f"use {pick[0]} with `pytorch:` ({pick[1]})" if pick
                           else "no PyTorch build on PyPI has kernels for it")
