@@ -4,7 +4,7 @@
 #
 # Plain Ubuntu, not an nvidia/cuda base: every CUDA library comes from the PyPI wheels (OneFlow
 # bundles its own and takes cuDNN 8 and cuBLAS 11 from the nvidia-*-cu11 wheels; torch takes the
-# CUDA 13 wheels). Only the driver's libcuda.so.1 and libnvidia-ml.so.1 come from the host, and the
+# CUDA 12.6 wheels). Only the driver's libcuda.so.1 and libnvidia-ml.so.1 come from the host, and the
 # NVIDIA container runtime mounts them into a container that sets NVIDIA_VISIBLE_DEVICES. NVIDIA
 # deletes end-of-life CUDA tags from Docker Hub; an Ubuntu LTS tag stays.
 FROM ubuntu:22.04
@@ -26,8 +26,8 @@ RUN apt-get update \
 
 # The NVIDIA runtime gives the container every GPU with compute (CUDA) and utility (NVML: the GPU's
 # name, its state around each round, the driver). No NVIDIA_REQUIRE_CUDA: the pinned torch is a CUDA
-# 13.0 build, but a workflow may pick an older PyTorch build for an older driver; `speedstats run`
-# checks the driver against each build through NVML instead (docs/runner.md).
+# 12.6 build, but a workflow may pick another PyTorch build for its driver or GPU; `speedstats run`
+# checks the driver and the GPUs against each build through NVML instead (docs/runner.md).
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \

@@ -44,7 +44,7 @@ fi
 # The full environment: the Dockerfile repeats these steps, in this order (tests/test_dockerfile.py).
 "${pip[@]}" -r requirements/light.txt -r requirements/test.txt -r requirements/bench.txt
 # flowvision 0.2.2 needs a newer oneflow (oneflow.jit._script_if_tracing); 0.2.1 ships only as an
-# sdist that builds with setuptools<70 and no build isolation. torch then wants setuptools>=77 back.
+# sdist that builds with setuptools<70 and no build isolation. Then the pinned setuptools goes back.
 "${pip[@]}" "setuptools<70" wheel
 "${pip[@]}" --no-build-isolation --no-deps flowvision==0.2.1
 "${pip[@]}" "setuptools==$SETUPTOOLS_VERSION"

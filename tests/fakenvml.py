@@ -56,6 +56,7 @@ def gpu(**overrides):
         "pcie_width_max": 16,
         "mig": [0, 0],
         "ecc_uncorrected": 0,
+        "compute_capability": (9, 0),
     }
     state.update(overrides)
     return state
@@ -109,6 +110,7 @@ def fake_nvml(gpus, driver="580.95.05", cuda=13000, init_error=None):
     nvml.nvmlDeviceGetMaxPcieLinkWidth = lambda h: answer(h["pcie_width_max"])
     nvml.nvmlDeviceGetMigMode = lambda h: answer(h["mig"])
     nvml.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: answer(h["ecc_uncorrected"])
+    nvml.nvmlDeviceGetCudaComputeCapability = lambda h: answer(h["compute_capability"])
 
     def processes(h):
         answer(h["processes"])

@@ -216,7 +216,8 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
     assert oneflow == {"version": "0.0.1+fake", "module_version": "0.0.1+fake", "git_commit": "abc1234",
                        "wheel": oneflow_wheel.name, "sha256": sha256(oneflow_wheel), "requirement": None,
                        "file": str(site / "oneflow" / "__init__.py"),
-                       "cuda": None}  # the stand-in has no oneflow.sysconfig: its CUDA version is untold
+                       "cuda": None,  # the stand-in has no oneflow.sysconfig: its CUDA version is untold
+                       "cuda_archs": None}
     assert provenance["packages"]["flowvision"]["file"] == str(site / "flowvision" / "__init__.py")
     assert provenance["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert set(provenance["environment"]) >= {"numpy", "pillow"}

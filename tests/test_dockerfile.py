@@ -129,10 +129,11 @@ def test_the_nvidia_runtime_gives_the_gpus_and_leaves_the_driver_check_to_the_ru
     env = image_env(instructions)
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # utility: NVML, for the GPU's state
-    # The pinned torch is a CUDA 13.0 build, but a workflow may pick an older one for an older driver:
-    # the runtime must start the container on any driver, and the run checks it (bench.driver_check).
+    # The pinned torch is a CUDA 12.6 build, but a workflow may pick another one (a CUDA 13 build, or an
+    # older one for an older driver): the runtime must start the container on any driver, and the run
+    # checks it (bench.driver_check).
     lock = read_pins(ROOT / "constraints.txt")
-    assert lock["torch"] == "2.14.1" and lock["nvidia-cuda-runtime"].startswith("13.0.")
+    assert lock["torch"] == "2.7.1" and lock["nvidia-cuda-runtime-cu12"].startswith("12.6.")
     assert not any(name.startswith("NVIDIA_REQUIRE_") for name in env)
     assert "NVIDIA_DISABLE_REQUIRE" not in env  # nothing to disable: no requirement is set
 

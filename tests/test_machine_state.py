@@ -69,6 +69,7 @@ def test_each_gpu_field_of_a_round_and_of_the_run(nvml):
             "sm_clock_max_mhz": 1980,
             "mem_clock_max_mhz": 2619,
             "power_limit_w": 700.0,
+            "compute_capability": "9.0",
         }
     ]
     assert gpus.driver() == {"version": "580.95.05", "cuda": "13.0"}

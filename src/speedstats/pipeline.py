@@ -106,7 +106,7 @@ def _run_steps(options, progress):
 
     builds = prepare_builds(requests, cache, progress)
     if device == "cuda":
-        check_driver_or_fail(builds, progress)
+        check_driver_or_fail(builds, device, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
     if options.baseline_missing and BASE not in contenders:
         results.baseline_missing = one_line(options.baseline_missing, BASELINE_MISSING_LIMIT)
@@ -183,16 +183,42 @@ def build_requests(suite, options):
     return requests, contenders
 
 
+# What pip installs for each package a run lacks: the pins of requirements/bench.txt (OneFlow 0.9.0 loads
+# its cuDNN and cuBLAS from the cu11 wheels, and breaks under numpy 2). flowvision 0.2.1 is an sdist
+# that builds only with setuptools<70 and without build isolation, so no extra of this package can
+# install it: it gets a second command.
+PIP_INSTALL = {
+    "oneflow": ("oneflow==0.9.0", "nvidia-cudnn-cu11==8.9.6.50", "nvidia-cublas-cu11==11.11.3.6",
+                '"numpy<2"'),
+    "torch": ("torch==2.7.1",),
+    "torchvision": ("torchvision==0.22.1",),
+    "timm": ("timm==1.0.31",),
+    "pynvml": ("nvidia-ml-py",),  # the GPU's name and state; not needed on the CPU
+}
+FLOWVISION_INSTALL = ('"setuptools<70"', "wheel", "pip install --no-build-isolation flowvision==0.2.1")
+
+
 def check_frameworks_installed(families=("oneflow", "pytorch")):
+    """UserError naming, in one line, the pip commands that install what a run of these families lacks."""
     import importlib.util
 
     from speedstats.contenders import family_packages
 
     wanted = [name for family in families for name in family_packages(family)]
     missing = [name for name in wanted if importlib.util.find_spec(name) is None]
-    if missing:
-        raise UserError(f"run needs {', '.join(missing)} installed: run ./scripts/bootstrap.sh "
-                        "(or post results made elsewhere with 'speedstats render' and 'speedstats comment')")
+    if not missing:
+        return
+    lacking = missing + (["pynvml"] if importlib.util.find_spec("pynvml") is None else [])
+    packages = [spec for name in lacking for spec in PIP_INSTALL.get(name, ())]
+    if "flowvision" in missing:
+        packages += FLOWVISION_INSTALL[:2]
+    command = "pip install " + " ".join(packages)
+    if "flowvision" in missing:
+        command += f", then {FLOWVISION_INSTALL[2]}"
+    where = " on CPython 3.10" if "oneflow" in missing else ""  # OneFlow 0.9.0 has no wheels for a newer one
+    # Under the CLI's 400 characters, with every package missing.
+    raise UserError(f"run needs {', '.join(missing)} installed{where}: {command} (or post results made "
+                    "elsewhere with 'speedstats render' and 'comment')")
 
 
 def apply_rounds(suite, rounds):
@@ -266,18 +292,20 @@ def lock_timeout_or_fail(suite, lock_timeout):
 # -- measuring ----------------------------------------------------------------------------------------
 
 
-def check_driver_or_fail(builds, progress):
-    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports fails now."""
-    from speedstats.bench.driver_check import check_driver
-    from speedstats.bench.machine_state import Gpus
+def check_driver_or_fail(builds, device, progress):
+    """On CUDA, before the lock: a build made for a newer CUDA than the driver supports, or without
+    kernels for one of the run's GPUs, fails now."""
+    from speedstats.bench.driver_check import check_architectures, check_driver
+    from speedstats.bench.machine_state import Gpus, gpu_indices
 
-    gpus = Gpus([0])
+    gpus = Gpus(gpu_indices(device))
     try:
-        driver = gpus.driver()
+        driver, gpu_facts = gpus.driver(), gpus.run_info()
     finally:
         gpus.close()
     for note in check_driver(builds, driver):
         progress(f"speedstats: {note}")
+    check_architectures(builds, gpu_facts)
 
 
 def prepare_builds(requests, cache, progress):

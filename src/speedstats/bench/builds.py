@@ -73,6 +73,10 @@ for name in names:
         elif name == "torch":
             entry["git_commit"] = getattr(getattr(module, "version", None), "git_version", None)
             entry["cuda"] = getattr(getattr(module, "version", None), "cuda", None)
+            try:  # the architectures libtorch_cuda was compiled for; no GPU needed, unlike get_arch_list()
+                entry["cuda_archs"] = module._C._cuda_getArchFlags().split() if entry["cuda"] else None
+            except Exception:
+                entry["cuda_archs"] = None
     report["packages"][name] = entry
 for name in ("numpy", "pillow", "protobuf"):
     try:
@@ -367,6 +371,9 @@ def _provenance(request, report, site_dir=None, final_site=None, wheel_hashes=No
             "module_version": entry.get("module_version"),
             "git_commit": entry.get("git_commit"),
             "cuda": entry.get("cuda"),  # the CUDA version it was made for (None: CPU build, or untold)
+            # the GPU architectures its kernels were compiled for, as ["sm_60", ...] (None: untold;
+            # OneFlow 0.9.0 does not tell)
+            "cuda_archs": entry.get("cuda_archs"),
             "wheel": Path(source.value).name if source and source.kind == "wheel" else None,
             "sha256": (wheel_hashes or {}).get(source.value) if source and source.kind == "wheel" else None,
             "requirement": source.value if source and source.kind == "requirement" else None,

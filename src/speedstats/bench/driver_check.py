@@ -7,6 +7,11 @@ than a build's fails the run before anything is measured, with one line naming t
 and the PyTorch build to pick. A driver of the same major version but an older minor one runs the
 build through CUDA's minor version compatibility (no PTX JIT of newer code): a note, not a failure.
 See docs/runner.md ("Which driver runs which build") for the table.
+
+It also checks that each build has kernels for each GPU of the run: the GPU's compute capability
+(NVML) against the architectures the build was compiled for (its probe: torch._C._cuda_getArchFlags();
+OneFlow 0.9.0 does not tell, and is not checked). A GPU no build kernel runs on fails the run the same
+way, naming the PyTorch build to use (docs/runner.md, "Which PyTorch runs on which GPU").
 """
 
 import re
@@ -97,3 +102,82 @@ def check_driver(builds, driver):
                 "minor version compatibility"
             )
     return notes
+
+
+# PyPI's default Linux builds of torch that the advice names, first the image's own; the architectures
+# are their libtorch_cuda's list (torch._C._cuda_getArchFlags()).
+PYTORCH_ARCH_BUILDS = (
+    ("torch==2.7.1 torchvision==0.22.1", "its default build covers sm_50 to sm_90",
+     ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")),
+    ("torch==2.8.0 torchvision==0.23.0", "its default build, for CUDA 12.8, covers sm_70 to sm_120",
+     ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+)
+
+
+def parse_capability(text):
+    """(major, minor) of a compute capability "8.6" or (8, 6), or None."""
+    if isinstance(text, (tuple, list)) and len(text) == 2:
+        return int(text[0]), int(text[1])
+    match = re.fullmatch(r"(\d+)\.(\d+)", str(text or "").strip())
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def arch_runs_on(arch, capability):
+    """Whether code for `arch` runs on a GPU of `capability` (major, minor). A cubin "sm_XY" runs on
+    compute capability X.Y and later minors of the same major (sm_60 on a 6.1 GPU, sm_86 on 8.9);
+    "sm_XYa" only on X.Y itself. PTX "compute_XY" is compiled by the driver for any X.Y or newer."""
+    match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", arch.strip())
+    if not match:
+        return False
+    kind, major, minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+    if kind == "compute":
+        return (major, minor) <= tuple(capability)
+    if suffix == "a":
+        return (major, minor) == tuple(capability)
+    return major == capability[0] and minor <= capability[1]
+
+
+def build_runs_on(archs, capability):
+    return any(arch_runs_on(arch, capability) for arch in archs)
+
+
+def build_archs(provenance):
+    """(package, version, [architectures]) of a build's framework; the list is None when untold."""
+    family = provenance.get("family", "oneflow")
+    package = PACKAGE.get(family, family)
+    entry = (provenance.get("packages") or {}).get(package) or {}
+    archs = entry.get("cuda_archs")
+    return package, entry.get("version") or "", list(archs) if archs else None
+
+
+def pytorch_for(capability):
+    """(requirement, what it covers) of the first build in PYTORCH_ARCH_BUILDS that runs on
+    `capability`, or None."""
+    for requirement, covers, archs in PYTORCH_ARCH_BUILDS:
+        if build_runs_on(archs, capability):
+            return requirement, covers
+    return None
+
+
+def check_architectures(builds, gpus):
+    """UserError when a build has no kernels for one of the GPUs. builds: {role: bench.builds.Build or
+    its provenance}; gpus: [{"index", "name", "compute_capability": "6.1"}] (machine_state.Gpus)."""
+    for gpu in gpus or ():
+        capability = parse_capability(gpu.get("compute_capability"))
+        if capability is None:
+            continue
+        for role, build in builds.items():
+            provenance = getattr(build, "provenance", build)
+            package, version, archs = build_archs(provenance)
+            if archs is None or build_runs_on(archs, capability):
+                continue
+            name = f"{LABELS.get(role, role)} build {package} {version} ({' '.join(archs)})"
+            where = (f"GPU {gpu.get('index', 0)} {gpu.get('name') or 'unnamed'} "
+                     f"(compute capability {_text(capability)})")
+            if provenance.get("family") == "pytorch":
+                pick = pytorch_for(capability)
+                advice = (f"use {pick[0]} with `pytorch:` ({pick[1]})" if pick
+                          else "no PyTorch build on PyPI has kernels for it")
+            else:
+                advice = f"use a OneFlow build compiled for compute capability {_text(capability)}"
+            raise UserError(f"{name} has no kernels for {where}: {advice}")

@@ -33,8 +33,9 @@ snapshot before its start and the one after it is ready), and as foreign otherwi
 process that started in that same window would be taken for ours.
 
 Once per run (results.json `machine`): driver version and the CUDA version it supports, and for
-each GPU its name, persistence mode, PCIe link generation and width against their maxima, MIG mode,
-uncorrected ECC errors (volatile) and the maximum clocks; the CPU model and count.
+each GPU its name, compute capability ("8.6"), persistence mode, PCIe link generation and width
+against their maxima, MIG mode, uncorrected ECC errors (volatile) and the maximum clocks; the CPU model
+and count.
 """
 
 import contextlib
@@ -273,8 +274,11 @@ class Gpus:
                     ("sm_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_SM)),
                     ("mem_clock_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, (handle, nvml.NVML_CLOCK_MEM)),
                     ("power_limit_w", nvml.nvmlDeviceGetEnforcedPowerLimit, (handle,)),
+                    ("compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, (handle,)),
                 ],
             )
+            if isinstance(record["compute_capability"], (list, tuple)):  # (major, minor)
+                record["compute_capability"] = "{}.{}".format(*record["compute_capability"])
             if isinstance(record["mig_mode"], (list, tuple)):  # [current, pending]
                 record["mig_mode"] = record["mig_mode"][0]
             if record["power_limit_w"] is not None:
