@@ -6,7 +6,8 @@
 #
 # 1. prints the machine's state as the run records it (bench.machine_state): driver and the CUDA
 #    version it supports, each GPU's clocks, clocks-event reasons, temperature, power, PCIe link,
-#    MIG and ECC, the compute processes on it, and the driver check against the installed torch;
+#    MIG and ECC, the compute processes on it, and the driver and architecture checks against the
+#    installed torch (and against the pinned torch's architecture list);
 # 2. runs the PyTorch side of the ResNet50 cases on CUDA through `speedstats run --only pytorch`:
 #    single GPU, and DDP over 2 GPUs when there are two or more, and prints the comment and the state
 #    recorded around each round.
@@ -51,11 +52,26 @@ from speedstats.machine import DisturbanceSpec
 watch = MachineWatch("cuda")
 info = watch.run_info()
 torch_build = {"family": "pytorch",
-               "packages": {"torch": {"version": torch.__version__, "cuda": torch.version.cuda}}}
+               "packages": {"torch": {"version": torch.__version__, "cuda": torch.version.cuda,
+                                      "cuda_archs": torch._C._cuda_getArchFlags().split()}}}
+info["torch_arch_list"] = torch.cuda.get_arch_list()
 try:
     info["driver_check"] = driver_check.check_driver({"pytorch": torch_build}, info["driver"]) or "ok"
 except Exception as exc:  # a UserError: the line the run would fail with
     info["driver_check"] = str(exc)
+try:
+    driver_check.check_architectures({"pytorch": torch_build}, info["gpus"])
+    info["architecture_check"] = "ok"
+except Exception as exc:
+    info["architecture_check"] = str(exc)
+# The image's torch (the first of PYTORCH_ARCH_BUILDS) against this GPU, as the action would meet it.
+requirement, _, archs = driver_check.PYTORCH_ARCH_BUILDS[0]
+pinned = {"family": "pytorch", "packages": {"torch": {"version": requirement, "cuda_archs": list(archs)}}}
+try:
+    driver_check.check_architectures({"pytorch": pinned}, info["gpus"])
+    info["architecture_check_pinned_torch"] = "ok"
+except Exception as exc:
+    info["architecture_check_pinned_torch"] = str(exc)
 begin = watch.begin([])
 time.sleep(1.0)
 info["one_second_idle"] = watch.end(begin)
