@@ -3,6 +3,7 @@ per place, the profiled rounds the scheduler asks for (against tests/fakeworker.
 `attribution`, the lines after the head-against-base table, and the suite's `attribute` fields."""
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -11,18 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from oneflow_builds import SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import ProfiledRound, attribute
 from speedstats.errors import UserError
 from speedstats.render import render_speed_stats
 from speedstats.results import Results
+from speedstats.suite import suite_from_dict
 from speedstats.verdict import judge
 from test_render_builds import case as paired_case
 from test_schedule import BASE, HEAD, PYTORCH, Bench
 from test_schedule import suite as fake_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOWED = "oneflow.nn.optimizer.sgd:step"
+SLOWED = SLOWED_PLACE
 
 
 def test_the_sampler_finds_the_function_that_busy_waits_in_a_real_process(tmp_path):
@@ -210,8 +213,9 @@ def test_at_most_five_places_are_shown():
 
 
 def test_the_suite_fields_and_their_one_line_errors():
-    assert fake_suite().attribute == "slower" and fake_suite().attribute_rounds == 10
-    assert fake_suite().attribute_budget == 0.25
+    defaults = suite_from_dict({"cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2,
+                                           "times": 2}]}, "suite")
+    assert (defaults.attribute, defaults.attribute_rounds, defaults.attribute_budget) == ("slower", 10, 0.25)
     assert fake_suite(attribute="always", attribute_rounds=4, attribute_budget=0.5).attribute_rounds == 4
     wrong_choice = "field 'attribute' must be one of slower, always, never, got 'sometimes'"
     for fields, message in [({"attribute": "sometimes"}, wrong_choice),
@@ -233,7 +237,8 @@ def head_vs_base(head_s, profile, **fields):
 
 def test_a_slower_head_gets_profiled_rounds_alternating_after_the_timed_ones(tmp_path):
     bench = Bench(tmp_path)
-    record = bench.run(fake_suite(rounds=1, times=10, attribute_rounds=4, attribute_budget=0.9),
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_rounds=4,
+                                  attribute_budget=0.9),
                        head_vs_base(0.12, SLOW_PROFILE))
     assert record.paired.verdict == "regression"
     profiled = [e.split(" others")[0] for e in bench.events if "profiled" in e]
@@ -257,7 +262,7 @@ def test_a_slower_head_gets_profiled_rounds_alternating_after_the_timed_ones(tmp
 def test_an_unchanged_head_gets_no_profiled_round_unless_asked(tmp_path):
     bench = Bench(tmp_path / "slower")
     (tmp_path / "slower").mkdir()
-    record = bench.run(fake_suite(rounds=1, times=10), head_vs_base(0.1, PROFILE))
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower"), head_vs_base(0.1, PROFILE))
     assert record.paired.verdict == "no change" and record.attribution is None
     assert not [e for e in bench.events if "profiled" in e]
     (tmp_path / "always").mkdir()
@@ -270,8 +275,46 @@ def test_an_unchanged_head_gets_no_profiled_round_unless_asked(tmp_path):
 
 def test_the_budget_stops_the_profiled_rounds(tmp_path):
     bench = Bench(tmp_path)
-    record = bench.run(fake_suite(rounds=1, times=10, attribute_budget=0.0), head_vs_base(0.12, SLOW_PROFILE))
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.0),
+                       head_vs_base(0.12, SLOW_PROFILE))
     assert record.paired.verdict == "regression"
     assert not [e for e in bench.events if "profiled" in e]
     assert record.attribution.places == [] and record.attribution.reason.startswith(
         "0 profiled rounds, at least 3 are needed")
+
+
+HEAVY_SUITE = """\
+name: attribution
+warmup: 2
+attribute: always
+# Other processes' load (other tests on a shared machine) is not judged: the rounds are kept.
+disturbance: {max_other_cores: 1000.0}
+cases:
+  - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 64, times: 10}
+"""
+
+
+@pytest.mark.heavy
+def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_cache,
+                                                       busy_wait_oneflow_wheel, repacked_oneflow_wheel):
+    """Real OneFlow: head 0.9.0+sgdwait40 (SGD.step busy-waits 40 ms per step) against 0.9.0+a.
+    `attribute: always`, so a busy machine that hides the slowdown from the rule still profiles."""
+    suite = tmp_path / "suite.yml"
+    suite.write_text(HEAVY_SUITE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
+    env.pop("GITHUB_OUTPUT", None)
+    command = [sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
+               "--out", str(tmp_path / "out"), "--cache-dir", str(oneflow_build_cache), "--quiet",
+               "--oneflow", str(busy_wait_oneflow_wheel), "--baseline-oneflow", str(repacked_oneflow_wheel)]
+    proc = subprocess.run(command,
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    record = results_model.load(tmp_path / "out" / "results.json").cases[0]
+    attribution = record.attribution
+    assert attribution.rounds >= 3 and attribution.places_compared > 20
+    first = attribution.places[0]
+    assert first.place == SLOWED_PLACE and first.significant
+    assert 25 < first.change_ms < 60 and first.head_ms > 30
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert f"| {SLOWED_PLACE} | " in comment
+    assert "Where the head spends more time than the base, resnet50-bs2 OneFlow" in comment

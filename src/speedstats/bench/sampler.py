@@ -26,8 +26,11 @@ DEFAULT_INTERVAL_S = 0.001
 
 
 def place_of(frame):
-    """`module:function` of a frame."""
+    """`module:function` of a frame; a module run as a program (`python -m`) by its own name."""
     module = frame.f_globals.get("__name__") or "?"
+    if module == "__main__":
+        spec = frame.f_globals.get("__spec__")
+        module = getattr(spec, "name", None) or module
     return f"{module}:{frame.f_code.co_name}"
 
 
