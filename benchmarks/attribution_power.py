@@ -11,6 +11,7 @@ shapes (batch 2, 64x64, 10 iterations), built-in rule:
   rounds only when the rule finds the head slower. (A busy wait alone, 0.9.0+sgdwaitMS, hides behind
   the queued backward on the CPU and barely slows the step.) Counts how often the slowed place is
   ranked first and significant, and the profiled rounds' share of the case's wall time.
+  `--slowed-attribute always` profiles every slowed run, to measure the ranking alone.
 - A/A: head and base both 0.9.0+a, with `--attribute always`, so that every run has profiled rounds:
   counts the runs that show any significant place. A second set of A/A runs with the default
   `slower` says how often an unchanged build gets profiled rounds at all (the wall time added).
@@ -72,17 +73,21 @@ def summary_line(label, case, wall):
     profiled, case_s = attribution.get("profiled_s") or 0.0, attribution.get("case_s")
     share = profiled / (case_s + profiled) if case_s else 0.0
     significant = [p["place"] for p in places if p["significant"]]
+    # The sampler's cost: the base's step in its profiled rounds against its timed rounds' median.
+    base_timed = (case["frameworks"].get("oneflow_base") or {}).get("per_iter_s")
+    overhead = (attribution["base_step_ms"] / (base_timed * 1000)
+                if attribution.get("base_step_ms") and base_timed else None)
     first_text = (f"first {first['place']} {first['change_ms']:+.1f}ms "
                   f"({first['low_ms']:+.1f} to {first['high_ms']:+.1f}) sig={first['significant']}"
                   if first else "no places")
     print(f"{label}: {paired.get('verdict')} {(paired.get('ratio') or 1) - 1:+.1%}, "
           f"{attribution.get('rounds', 0)} profiled rounds, {len(places)} places, "
           f"{len(significant)} significant, {first_text}, profiled {profiled:.1f}s = {share:.1%} of "
-          f"the case, run {wall:.0f}s", flush=True)
+          f"the case, profiled/timed base step {overhead or 0:.2f}, run {wall:.0f}s", flush=True)
     return {"first": first["place"] if first else None, "first_significant": bool(first and
                                                                                    first["significant"]),
             "significant": significant, "share": share, "profiled": bool(attribution.get("rounds")),
-            "verdict": paired.get("verdict"), "ratio": paired.get("ratio")}
+            "verdict": paired.get("verdict"), "ratio": paired.get("ratio"), "overhead": overhead}
 
 
 def main():
@@ -91,14 +96,23 @@ def main():
     parser.add_argument("--aa-runs", type=int, default=5, help="A/A runs of each kind (default 5)")
     parser.add_argument("--ms", type=int, default=25, help="the slowed place's busy wait per step")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "attribution-power")
+    parser.add_argument("--slowed-attribute", choices=("slower", "always"), default="slower",
+                        help="the slowed runs' --attribute: slower (the default) profiles only when the "
+                             "rule finds the head slower; always measures the ranking on every run")
+    parser.add_argument("--summarize", action="store_true",
+                        help="read the results already under --out instead of running")
     args = parser.parse_args()
     slowed = oneflow_builds.busy_wait_oneflow_wheel(args.ms, drain=True)
     same = oneflow_builds.repacked_oneflow_wheel(local="a")
     rows = {"slowed": [], "aa-always": [], "aa-slower": []}
-    plan = ([("slowed", slowed, None)] * args.runs + [("aa-always", same, "always")] * args.aa_runs
-            + [("aa-slower", same, None)] * args.aa_runs)
+    slowed_attribute = None if args.slowed_attribute == "slower" else "always"
+    plan = ([("slowed", slowed, slowed_attribute)] * args.runs
+            + [("aa-always", same, "always")] * args.aa_runs + [("aa-slower", same, None)] * args.aa_runs)
     for i, (kind, head, attribute) in enumerate(plan):
-        case, wall, _ = run_once(args.out / f"{kind}-{i}", head, same, attribute)
+        if args.summarize:
+            case, wall = json.loads((args.out / f"{kind}-{i}" / "results.json").read_text())["cases"][0], 0.0
+        else:
+            case, wall, _ = run_once(args.out / f"{kind}-{i}", head, same, attribute)
         rows[kind].append(summary_line(f"{kind} {i}", case, wall))
     slowed_rows = rows["slowed"]
     ranked_first = sum(r["first"] == oneflow_builds.SLOWED_PLACE and r["first_significant"]
@@ -107,6 +121,10 @@ def main():
     print(f"slowed: {ranked_first} of {len(slowed_rows)} runs rank {oneflow_builds.SLOWED_PLACE} first and "
           f"significant; profiled in {len(found)} runs, their share of the case's wall time "
           f"{', '.join(format(r['share'], '.1%') for r in found) or '-'}")
+    overheads = sorted(r["overhead"] for kind in rows.values() for r in kind if r["overhead"])
+    if overheads:
+        print(f"profiled/timed base step: median {overheads[len(overheads) // 2]:.2f}, "
+              f"range {overheads[0]:.2f} to {overheads[-1]:.2f} ({len(overheads)} runs)")
     aa = rows["aa-always"]
     print(f"A/A with attribute always: {sum(bool(r['significant']) for r in aa)} of {len(aa)} runs show a "
           "significant place")
