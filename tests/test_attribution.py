@@ -311,7 +311,7 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
     assert proc.returncode in (0, 1), proc.stderr
     record = results_model.load(tmp_path / "out" / "results.json").cases[0]
     attribution = record.attribution
-    assert attribution.rounds >= 3 and attribution.places_compared > 20
+    assert attribution.rounds >= 3 and attribution.places_compared >= 3
     first = attribution.places[0]
     assert first.place == SLOWED_PLACE and first.significant
     assert 25 < first.change_ms < 60 and first.head_ms > 30
