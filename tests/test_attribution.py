@@ -280,7 +280,7 @@ def test_the_budget_stops_the_profiled_rounds(tmp_path):
     assert record.paired.verdict == "regression"
     assert not [e for e in bench.events if "profiled" in e]
     assert record.attribution.places == [] and record.attribution.reason.startswith(
-        "0 profiled rounds, at least 3 are needed")
+        "the budget of 0% of the case's wall time (0.0s) allowed 0 profiled rounds")
 
 
 HEAVY_SUITE = """\
@@ -318,3 +318,14 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert f"| {SLOWED_PLACE} | " in comment
     assert "Where the head spends more time than the base, resnet50-bs2 OneFlow" in comment
+
+
+def test_a_worker_that_dies_in_a_profiled_round_keeps_its_timed_figures(tmp_path):
+    bench = Bench(tmp_path)
+    plan = head_vs_base(0.12, SLOW_PROFILE)
+    plan[HEAD][0]["die_at"] = 10  # the first profiled round (after the 10 timed ones)
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.9), plan)
+    assert record.failure is None and record.paired.verdict == "regression"
+    assert len(record.frameworks[HEAD].rounds_s) == 10
+    assert record.attribution.places == []
+    assert record.attribution.reason.startswith("OneFlow failed in a profiled round: ")

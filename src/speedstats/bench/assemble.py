@@ -57,7 +57,7 @@ def attribution_record(head_run, base_run, profiling, rule):
     base = [attribution.ProfiledRound.from_report(r) for r in base_run.profiles]
     record = attribution.attribute(head, base, confidence=rule.confidence, trim=rule.trim,
                                    profiler=PROFILER)
-    record.reason = record.reason or profiling.get("reason")
+    record.reason = profiling.get("reason") or record.reason
     record.profiled_s = profiling.get("profiled_s")
     record.case_s = profiling.get("case_s")
     return record

@@ -221,7 +221,9 @@ class Scheduler:
                 try:
                     report = run.worker.run_round(profile=True)
                 except WorkerFailed as exc:
-                    run.fail(str(exc))
+                    # The timed figures stand: the worker goes, without its end report (peak memory).
+                    run.worker.kill()
+                    run.memory = {"peak_memory_bytes": None, "memory_kind": None}
                     self.log(f"{LABELS[role]}: profiled round {k + 1} FAILED: {exc}")
                     self.profiling["reason"] = f"{LABELS[role]} failed in a profiled round: {exc}"
                     self.profiling["profiled_s"] = time.monotonic() - began
