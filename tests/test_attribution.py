@@ -60,11 +60,12 @@ def test_the_sampler_finds_the_function_that_busy_waits_in_a_real_process(tmp_pa
     self_s, total_s = report["self_s"], report["total_s"]
     # The busy wait's own time is in spin, called by busy and light: spin has the self time, busy and
     # light the total time of their calls, main all of it.
+    # Loose bounds (busy is 6 times light): on a busy machine the sampling thread may wait for a core.
     assert max(self_s, key=self_s.get) == "__main__:spin"
-    assert total_s["__main__:busy"] > 3 * total_s["__main__:light"]
-    assert total_s["__main__:main"] == pytest.approx(report["elapsed_s"], rel=0.1)
+    assert total_s["__main__:busy"] > 2 * total_s["__main__:light"]
+    assert 0.5 * report["elapsed_s"] < total_s["__main__:main"] <= report["elapsed_s"]
     assert sum(self_s.values()) == pytest.approx(total_s["__main__:main"], rel=1e-6)
-    assert report["samples"] > 20
+    assert report["samples"] > 5
 
 
 def profiled(rng, extra_s=0.0, places=40, steps=2):
@@ -97,6 +98,20 @@ def test_a_planted_slowdown_is_significant_and_ranked_first():
     assert result.explained == pytest.approx(first.change_ms / result.step_change_ms)
     changes = [p.change_ms for p in result.places]
     assert changes == sorted(changes, reverse=True)
+
+
+def test_a_significant_increase_ranks_before_a_larger_scattered_one():
+    rng = random.Random(4)
+    head = [profiled(rng, extra_s=0.02) for _ in range(10)]
+    for k, r in enumerate(head):  # a wait that scatters: +200 ms in one pair of rounds in two
+        r.self_s["speedstats.bench.worker:sync"] = 0.4 if k % 2 else 0.0
+    base = [profiled(rng) for _ in range(10)]
+    for r in base:
+        r.self_s["speedstats.bench.worker:sync"] = 0.0
+    result = attribute(head, base)
+    scattered = {p.place: p for p in result.places}["speedstats.bench.worker:sync"]
+    assert scattered.change_ms > result.places[0].change_ms and not scattered.significant
+    assert result.places[0].place == SLOWED and result.places[1].place == "speedstats.bench.worker:sync"
 
 
 def test_the_correction_widens_each_interval_with_the_number_of_places():

@@ -7,7 +7,7 @@ base of each pair of rounds: its trimmed mean, with Yuen's t interval as the ver
 places, so each interval is at 1 - (1 - confidence) / m for m places compared (Bonferroni): the chance
 that an unchanged build shows any significant place is at most 1 - confidence. A place is significant
 when its interval excludes zero. Places are ranked by the change of their self time, largest increase
-first; their total time is kept beside. The share explained is the sum of the significant places'
+first, the significant increases before all the others; their total time is kept beside. The share explained is the sum of the significant places'
 self-time changes over the change of the whole step.
 """
 
@@ -129,7 +129,10 @@ def attribute(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound],
             change_ms=change.mean, low_ms=low, high_ms=high, significant=low > 0 or high < 0,
             base_total_ms=_center([r.total_ms(place) for r in base], trim),
             head_total_ms=_center([r.total_ms(place) for r in head], trim)))
-    out.places.sort(key=lambda p: (-p.change_ms, p.place))
+    # Significant increases first: a place whose self time scatters widely (a wait at a sync on a busy
+    # machine) can have a larger mean change than the place that really slowed, with an interval that
+    # takes in zero.
+    out.places.sort(key=lambda p: (not (p.significant and p.change_ms > 0), -p.change_ms, p.place))
     if out.step_change_ms and out.step_change_ms > 0:
         out.explained = sum(p.change_ms for p in out.places if p.significant) / out.step_change_ms
     return out
