@@ -7,8 +7,8 @@ base of each pair of rounds: its trimmed mean, with Yuen's t interval as the ver
 places, so each interval is at 1 - (1 - confidence) / m for m places compared (Bonferroni): the chance
 that an unchanged build shows any significant place is at most 1 - confidence. A place is significant
 when its interval excludes zero. Places are ranked by the change of their self time, largest increase
-first, the significant increases before all the others; their total time is kept beside. The share explained is the sum of the significant places'
-self-time changes over the change of the whole step.
+first, the significant increases before all the others; their total time is kept beside. The share
+explained is the sum of the significant places' self-time changes over the change of the whole step.
 """
 
 from __future__ import annotations
