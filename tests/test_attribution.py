@@ -328,7 +328,9 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
     attribution = record.attribution
     assert attribution.rounds >= 3 and attribution.places_compared >= 3
     first = attribution.places[0]
-    assert first.place == SLOWED_PLACE and first.significant
+    top = [(p.place, round(p.change_ms, 1), round(p.low_ms, 1), round(p.high_ms, 1), p.significant)
+           for p in attribution.places[:4]]
+    assert first.place == SLOWED_PLACE and first.significant, top
     assert 25 < first.change_ms < 60 and first.head_ms > 30
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert f"| {SLOWED_PLACE} | " in comment
