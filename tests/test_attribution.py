@@ -47,7 +47,7 @@ def test_the_sampler_finds_the_function_that_busy_waits_in_a_real_process(tmp_pa
 
         def main():
             sampler = StackSampler().start()
-            for _ in range(10):
+            for _ in range(40):
                 busy()
                 light()
             print(json.dumps(sampler.stop().report()))
@@ -60,9 +60,10 @@ def test_the_sampler_finds_the_function_that_busy_waits_in_a_real_process(tmp_pa
     self_s, total_s = report["self_s"], report["total_s"]
     # The busy wait's own time is in spin, called by busy and light: spin has the self time, busy and
     # light the total time of their calls, main all of it.
-    # Loose bounds (busy is 6 times light): on a busy machine the sampling thread may wait for a core.
+    # Loose bounds (busy is 6 times light): on a busy machine the sampling thread may wait for a core,
+    # and the time it waited goes to the frame it sees next.
     assert max(self_s, key=self_s.get) == "__main__:spin"
-    assert total_s["__main__:busy"] > 2 * total_s["__main__:light"]
+    assert total_s["__main__:busy"] > 1.5 * total_s["__main__:light"]
     assert 0.5 * report["elapsed_s"] < total_s["__main__:main"] <= report["elapsed_s"]
     assert sum(self_s.values()) == pytest.approx(total_s["__main__:main"], rel=1e-6)
     assert report["samples"] > 5
