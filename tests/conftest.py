@@ -40,6 +40,12 @@ def slow_oneflow_wheel():
 
 
 @pytest.fixture(scope="session")
+def busy_wait_oneflow_wheel():
+    """0.9.0+sgdwait40: one place (oneflow_builds.SLOWED_PLACE) busy-waits 40 ms per step."""
+    return oneflow_builds.busy_wait_oneflow_wheel(40)
+
+
+@pytest.fixture(scope="session")
 def oneflow_build_cache():
     """A build cache (speedstats.bench.builds' cache_dir) kept between sessions, so the heavy tests
     install each test build once per machine."""

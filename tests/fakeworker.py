@@ -14,10 +14,12 @@ is started (the last one again for later starts), each with any of:
                   a throttled GPU through the stand-in NVML)
     child         true: start a child process that sleeps, which the runner must kill with the worker
     peak_memory   bytes, for done.json
+    profile       {"self_s": {PLACE: seconds}, "total_s": {PLACE: seconds}}: what a profiled round
+                  (profile-K) reports as its sampler's figures
 
 Every start and round is a line of `events.log` beside the plan: "ROLE LAUNCH start", "ROLE LAUNCH
-round K others STATES" (the process states of the other contenders' live workers: T while they are
-stopped; "-" when there is none), "ROLE LAUNCH stop".
+round K others STATES" ("profiled round K" for a profile-K; the process states of the other
+contenders' live workers: T while they are stopped; "-" when there is none), "ROLE LAUNCH stop".
 """
 
 import argparse
@@ -53,15 +55,17 @@ def event(folder, line):
 
 
 def wait_for_round(control, k, deadline):
-    """True once round k may start (go-K), False when the runner asks for no more rounds (stop)."""
-    go = control / f"go-{k}"
-    while not go.exists():
+    """"go" or "profile" once round k may start (go-K, profile-K), None when the runner asks for no more
+    rounds (stop)."""
+    while True:
+        for kind in ("go", "profile"):
+            if (control / f"{kind}-{k}").exists():
+                return kind
         if (control / "stop").exists():
-            return False
+            return None
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no {go.name} from the runner before the case timeout")
+            raise TimeoutError(f"no go-{k} from the runner before the case timeout")
         time.sleep(POLL_S)
-    return True
 
 
 def process_state(pid):
@@ -116,9 +120,11 @@ def main():
     write_json(control / "ready.json", {"setup_s": 0.0, "pid": os.getpid(), "imported": imported})
     times = plan.get("rounds") or [0.01]
     for k in range(spec.rounds):  # at most, as a real worker: the runner may stop the rounds early
-        if not wait_for_round(control, k, deadline):
+        kind = wait_for_round(control, k, deadline)
+        if kind is None:
             break
-        event(folder, f"{name} round {k} others {others_state(control)}")
+        event(folder, f"{name} {'round' if kind == 'go' else 'profiled round'} {k} others "
+                      f"{others_state(control)}")
         if plan.get("die_at") == k:
             os.kill(os.getpid(), signal.SIGKILL)
         while plan.get("hang_at") == k:
@@ -126,8 +132,12 @@ def main():
         if k in plan.get("throttle_at", ()):
             (folder / "throttled").touch()
         now = time.time()
-        write_json(control / f"round-{k}.json", {"total_s": times[min(k, len(times) - 1)],
-                                                 "started_unix": now, "ended_unix": now})
+        report = {"total_s": times[min(k, len(times) - 1)], "started_unix": now, "ended_unix": now}
+        if kind == "profile":
+            profile = plan.get("profile") or {"self_s": {}, "total_s": {}}
+            report["profile"] = {**profile, "steps": spec.times, "samples": 0, "elapsed_s": 0.0,
+                                 "interval_s": 0.001}
+        write_json(control / f"round-{k}.json", report)
     event(folder, f"{name} stop")
     write_json(control / "done.json", {"peak_memory_bytes": plan.get("peak_memory", 1000),
                                        "memory_kind": "rss"})

@@ -8,6 +8,9 @@
   computes, and discards, the convolution with a share of its filters, so the extra work is
   proportional to the step (no sleep). The share is percent / PERCENT_PER_EXTRA_FORWARD of a whole
   forward convolution: a nominal figure, which benchmarks/power_curve.py measures.
+- busy_wait_oneflow_wheel(ms, drain): 0.9.0+sgdwaitMS, one place slowed: SGD.step busy-waits MS
+  milliseconds in its own frame, once per training step (for the attribution of where a head got
+  slower); with drain, 0.9.0+sgddrainMS, it first waits for OneFlow's queue, so the step is slower.
 
 Each is made once into <repo>/.cache/test-builds/ (ignored by git): work happens in a temporary
 folder that is renamed into place when finished, under a file lock, so a finished folder is always
@@ -186,6 +189,44 @@ def slowdown_oneflow_wheel(percent, cache=DEFAULT_CACHE, python=sys.executable):
     forward = _SHARED_CONV2D_FORWARD.format(percent=percent, extra=extra_forward_share(percent))
     name = f"slow{percent}"
     return _repack(cache, name, name, lambda root: _edit_conv2d_forward(root, forward), python)
+
+
+SLOWED_PLACE = "oneflow.nn.optimizer.sgd:step"  # the place busy_wait_oneflow_wheel slows
+_SGD_STEP = '''    def step(self, closure: Callable = None):
+        """Performs a single optimization step.
+        Args:
+            closure (callable, optional): A closure that reevaluates the model
+                and returns the loss.
+        """
+'''
+
+
+def _busy_wait_sgd_step(name, ms, drain):
+    def edit(root):
+        sgd = root / "oneflow" / "nn" / "optimizer" / "sgd.py"
+        text = sgd.read_text()
+        assert text.count(_SGD_STEP) == 1, sgd
+        wait = (f"        # Test build 0.9.0+{name}: a busy wait of {ms} ms here, once per step"
+                f"{', after the queue drained' if drain else ''}.\n"
+                "        import time\n\n"
+                + ("        flow._oneflow_internal.eager.Sync()\n" if drain else "")
+                + f"        busy_until = time.perf_counter() + {ms / 1000!r}\n"
+                "        while time.perf_counter() < busy_until:\n"
+                "            pass\n")
+        sgd.write_text(text.replace(_SGD_STEP, _SGD_STEP + wait))
+    return edit
+
+
+def busy_wait_oneflow_wheel(ms, drain=False, cache=DEFAULT_CACHE, python=sys.executable):
+    """0.9.0+sgdwaitMS: SGD.step (SLOWED_PLACE), called once per training step, busy-waits `ms`
+    milliseconds (an integer, 1 to 10000) in its own Python frame: one place slowed, nothing else.
+    OneFlow runs ops asynchronously, so on the CPU that wait mostly hides behind the queued backward.
+    drain: 0.9.0+sgddrainMS, SGD.step first waits for OneFlow's queue to drain (as a host sync added
+    to it would), so the busy wait is on the step's critical path and the step is about MS ms slower."""
+    if not isinstance(ms, int) or not 1 <= ms <= 10000:
+        raise ValueError(f"ms must be an integer from 1 to 10000, got {ms!r}")
+    name = f"sgd{'drain' if drain else 'wait'}{ms}"
+    return _repack(cache, name, name, _busy_wait_sgd_step(name, ms, drain), python)
 
 
 def slow_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):

@@ -28,8 +28,9 @@ def suite(rounds=3, times=3, **fields):
             "min_relative_speed": 0.25}
     # Other processes' CPU time (other tests on this machine) never disturbs these rounds: the
     # disturbance tests throttle a GPU instead, when the plan says.
+    # No profiled rounds after a slower head unless a test asks (tests/test_attribution.py does).
     data = {"name": "fake", "warmup": 0, "rounds": rounds, "timeout_s": 30, "cases": [case],
-            "disturbance": {"retry_wait_s": 0, "max_other_cores": 1000.0}}
+            "disturbance": {"retry_wait_s": 0, "max_other_cores": 1000.0}, "attribute": "never"}
     data.update(fields)
     return suite_from_dict(data, "test suite")
 

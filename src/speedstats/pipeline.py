@@ -69,6 +69,7 @@ class RunOptions:
     no_confirm: bool = False
     required_label: str | None = None
     baseline_missing: str | None = None  # why there is no baseline build (fetch-baseline's output)
+    attribute: str | None = None  # overrides the suite's `attribute` (slower, always, never)
 
 
 def run(options, progress=None):
@@ -92,6 +93,8 @@ def _run_steps(options, progress):
     requests, contenders = build_requests(suite, options)
     check_frameworks_installed(sorted({r.family for r in requests if r.installed}))
     apply_rounds(suite, options.rounds)
+    if options.attribute is not None:
+        suite.attribute = options.attribute
     device = resolve_device(options.device)
     bundle_identity = bundle_identity_or_fail(options.bundle)
     if options.history:

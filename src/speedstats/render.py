@@ -293,6 +293,37 @@ def machine_notes_context(results, suite=None):
     }
 
 
+MAX_ATTRIBUTION_ROWS = 5
+
+
+def _ms(value):
+    return f"{value:.1f}ms"
+
+
+def _signed_ms(value):
+    return f"{value:+.1f}ms"
+
+
+def attribution_context(case):
+    """What the notes show of a case's attribution: its significant places where the head spends more
+    time (at most MAX_ATTRIBUTION_ROWS), or None when there is none."""
+    record = case.attribution
+    significant = record.significant if record is not None else []
+    if not significant:
+        return None
+    rows = [{"place": _cell(p.place), "base": _ms(p.base_ms), "head": _ms(p.head_ms),
+             "change": _signed_ms(p.change_ms), "low": _signed_ms(p.low_ms), "high": _signed_ms(p.high_ms),
+             "total": f"{_ms(p.base_total_ms)} → {_ms(p.head_total_ms)}"}
+            for p in significant[:MAX_ATTRIBUTION_ROWS]]
+    return {
+        "case": _cell(case.id), "rows": rows, "rounds": record.rounds, "places": record.places_compared,
+        "confidence": record.confidence * 100, "shown": len(rows), "significant": len(significant),
+        "explained": None if record.explained is None else record.explained * 100,
+        "step_change": _signed_ms(record.step_change_ms), "base_step": _ms(record.base_step_ms),
+        "head_step": _ms(record.head_step_ms),
+    }
+
+
 def speed_stats_notes_context(results, verdict):
     """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations and the
     builds line; verdict is verdicts.judge's for these results."""
@@ -317,8 +348,10 @@ def speed_stats_notes_context(results, verdict):
               for r in roles]
     rule = verdict.rule
     baseline_missing = _cell(results.baseline_missing) if results.baseline_missing and not rows else None
+    attribution = [view for view in map(attribution_context, results.cases) if view]
     return {
-        "rows": rows, "likely": likely, "confirmed": confirmed, "cleared": cleared, "builds": builds,
+        "rows": rows, "likely": likely, "attribution": attribution, "confirmed": confirmed,
+        "cleared": cleared, "builds": builds,
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,

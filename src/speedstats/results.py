@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from speedstats.analysis.attribution import Attribution, PlaceChange
 from speedstats.analysis.paired import PairedVerdict
 from speedstats.analysis.stats import VERDICTS as PAIRED_VERDICTS
 from speedstats.casekinds import KIND_NAMES, case_kind
@@ -76,6 +77,9 @@ class CaseResult:
     # Measured on a disturbed machine (see speedstats.machine.case_disturbance): {"contenders": {role:
     # [texts]}, "text"}; its figures are not comparable.
     disturbance: dict | None = None
+    # The head slower than its base (or `attribute: always`): where, from profiled rounds of both (see
+    # analysis.attribution): every place compared, in order of change.
+    attribution: Attribution | None = None
 
     @property
     def measured(self):
@@ -347,6 +351,7 @@ def case_from_dict(data, where):
         model=_field(data, "model", (str,), where, required=False),
         env=_field(data, "env", (dict,), where, required=False),
         disturbance=_disturbance(data, where),
+        attribution=_attribution(data, where),
     )
     if case_kind(kind).sized_by == "input_shape" and shape is None:
         raise UserError(f"{where}: missing field 'input_shape'")
@@ -413,6 +418,39 @@ def _disturbance(data, where):
                                     or not isinstance(disturbance.get("contenders"), dict)):
         raise UserError(f"{where}: field 'disturbance' must hold a 'text' and its 'contenders'")
     return disturbance
+
+
+_PLACE_NUMBERS = ("base_ms", "head_ms", "change_ms", "low_ms", "high_ms", "base_total_ms", "head_total_ms")
+
+
+def _attribution(data, where):
+    """A case's `attribution`: its places checked one by one (a place, finite milliseconds, a flag)."""
+    value = _field(data, "attribution", (dict,), where, required=False)
+    if value is None:
+        return None
+    where = f"{where}: field 'attribution'"
+    places = value.get("places") or []
+    if not isinstance(places, list):
+        raise UserError(f"{where}: 'places' must be a list")
+    for i, place in enumerate(places):
+        at = f"{where}: places[{i}]"
+        if not isinstance(place, dict) or not isinstance(place.get("place"), str):
+            raise UserError(f"{at} must be an object with a 'place' string")
+        for key in _PLACE_NUMBERS:
+            number = place.get(key)
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+                raise UserError(f"{at}: field '{key}' must be a finite number, got {shown(number)}")
+        if not isinstance(place.get("significant"), bool):
+            raise UserError(f"{at}: field 'significant' must be true or false")
+    known = set(Attribution.__dataclass_fields__)
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
+    try:
+        return Attribution.from_dict({**value, "places": [
+            {k: v for k, v in p.items() if k in PlaceChange.__dataclass_fields__} for p in places]})
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{where}: {one_line(str(exc), 200)}") from None
 
 
 def _builds(data, where):

@@ -55,6 +55,10 @@ def register(subparsers):
                         help="the same as --only pytorch, the old script's spelling")
     builds.add_argument("--no-confirm", action="store_true",
                         help="do not measure flagged cases again before judging them")
+    p.add_argument("--attribute", choices=("slower", "always", "never"),
+                   help="profiled rounds of head and base after the timed ones, to say where the head "
+                        "spends more time: for a slower head (the default), every case, or none "
+                        "(overrides the suite's 'attribute')")
     p.add_argument("--required-label", metavar="LABEL",
                    help="a failed verdict exits 1 only when the pull request carries LABEL (read through "
                         "the API with $GITHUB_TOKEN, else from the event payload); otherwise exit 0. The "

@@ -100,6 +100,19 @@ class DatasetSpec:
             raise ValueError(f"{where}: field 'max_side' must be at least 'min_side'")
 
 
+def _budget_share(value, where, name):
+    """A share of the wall time, from 0 up to (not including) 1."""
+    value = number(value, name, where, minimum=0)
+    if value >= 1:
+        raise UserError(f"{where}: field '{name}' must be below 1 (a share of the wall time), "
+                        f"got {shown(value)}")
+    return float(value)
+
+
+ATTRIBUTE_SLOWER, ATTRIBUTE_ALWAYS, ATTRIBUTE_NEVER = "slower", "always", "never"
+ATTRIBUTE_CHOICES = (ATTRIBUTE_SLOWER, ATTRIBUTE_ALWAYS, ATTRIBUTE_NEVER)
+
+
 # A case's fields that default to the suite's own (its `warmup:`, `env:` ...; a case's env goes on top).
 SUITE_WIDE = ("warmup", "timeout_s", "rounds", "mode", "model", "env")
 
@@ -171,6 +184,12 @@ class Suite:
     env: dict[str, str] = setting(factory=dict, read=_env)
     # When a round counts as disturbed, how often it is measured again, when rounds are unstable.
     disturbance: DisturbanceSpec = field(default_factory=DisturbanceSpec)
+    # Profiled rounds of head and base after the timed ones (bench.sampler): for a case whose head is
+    # slower than its base ("slower"), every case with a baseline ("always"), or none ("never").
+    attribute: str = setting(ATTRIBUTE_SLOWER, choices=ATTRIBUTE_CHOICES)
+    attribute_rounds: int = setting(10, minimum=3)  # profiled rounds of each build, at most
+    # The profiled rounds' share of the case's wall time, at most (they stop before it would be passed).
+    attribute_budget: float = setting(0.25, read=_budget_share)
 
     def case(self, case_id):
         for case in self.cases:

@@ -2,7 +2,9 @@
 
 import dataclasses
 
+from speedstats.analysis import attribution
 from speedstats.analysis.stats import spread
+from speedstats.bench.sampler import DEFAULT_INTERVAL_S
 from speedstats.casekinds import case_kind
 from speedstats.results import CaseResult, FrameworkResult
 
@@ -41,3 +43,21 @@ def framework_result(run, case, plan):
 def fill(record, case, plan, runs):
     """Set the record's figures from the contenders' runs ({role: ContenderRun})."""
     record.frameworks = {role: framework_result(run, case, plan) for role, run in runs.items()}
+
+
+PROFILER = f"Python stack sampled every {DEFAULT_INTERVAL_S * 1000:g} ms in the worker (bench.sampler)"
+
+
+def attribution_record(head_run, base_run, profiling, rule):
+    """The case's `attribution` from the head's and the base's profiled rounds (schedule.ContenderRun),
+    judged at the rule's confidence and trim; None when no profiled round was asked for."""
+    if not profiling:
+        return None
+    head = [attribution.ProfiledRound.from_report(r) for r in head_run.profiles]
+    base = [attribution.ProfiledRound.from_report(r) for r in base_run.profiles]
+    record = attribution.attribute(head, base, confidence=rule.confidence, trim=rule.trim,
+                                   profiler=PROFILER)
+    record.reason = profiling.get("reason") or record.reason
+    record.profiled_s = profiling.get("profiled_s")
+    record.case_s = profiling.get("case_s")
+    return record

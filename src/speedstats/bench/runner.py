@@ -22,7 +22,7 @@ from speedstats import machine
 from speedstats import verdict as verdicts
 from speedstats.analysis import paired as paired_analysis
 from speedstats.bench import machine_state, shm
-from speedstats.bench.assemble import case_record, fill
+from speedstats.bench.assemble import attribution_record, case_record, fill
 from speedstats.bench.environment import package_versions
 from speedstats.bench.progress import CaseProgress
 from speedstats.bench.schedule import ContenderRun, RoundPlan, Scheduler
@@ -172,6 +172,8 @@ class SuiteRunner:
             runs, sequence = scheduler.measure(work, self.contenders), None
         fill(record, case, plan, runs)
         self._judge_paired(record, sequence)
+        if sequence is not None:
+            record.attribution = attribution_record(runs[HEAD], runs[BASE], scheduler.profiling, self.rule)
         flags = case_flags(record, case, self.gpu_name, self.suite.name)
         if flags and self.confirm:
             log(f"flagged ({'; '.join(flags)}): measuring again in fresh processes")

@@ -27,6 +27,7 @@ import time
 
 from speedstats import machine
 from speedstats.analysis import paired as paired_analysis
+from speedstats.analysis import stats
 from speedstats.bench.workers import Worker, WorkerFailed
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
@@ -74,6 +75,7 @@ class ContenderRun:
     error: str | None = None  # why it has no figures
     memory: dict = dataclasses.field(default_factory=dict)  # done.json: peak memory and its kind
     imported: dict = dataclasses.field(default_factory=dict)  # ready.json: the framework's version, file
+    profiles: list[dict] = dataclasses.field(default_factory=list)  # each profiled round's report
 
     @property
     def role(self):
@@ -96,6 +98,9 @@ class Scheduler:
         self.setup = setup
         self.watch = watch
         self.log = log
+        # After measure_sequential: the profiled rounds' wall time, the case's before them, and why there
+        # were none ({} when none were asked for).
+        self.profiling = {}
 
     def measure(self, work, roles):
         """A fresh worker per contender (control folders under `work`), `plan.rounds` rounds each:
@@ -168,6 +173,8 @@ class Scheduler:
             if sequence.action != paired_analysis.DONE:
                 sequence.stop_now()
             self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
+            if self._wants_profile(runs, sequence):
+                self._profiled_rounds(runs, time.monotonic() - began)
             for role in roles:
                 run = runs[role]
                 if run.memory or run.error:
@@ -182,10 +189,59 @@ class Scheduler:
             runs[role].rounds = earlier[role] + runs[role].rounds
         return runs, sequence
 
+    def _wants_profile(self, runs, sequence):
+        """Profiled rounds for this case: `attribute: always`, or a head slower than its base (a
+        regression, or likely slower) with `attribute: slower`."""
+        attribute = getattr(self.suite, "attribute", "never")
+        if attribute == "never" or any(runs[role].error for role in PAIR):
+            return False
+        if attribute == "always":
+            return True
+        verdict = sequence.verdict()
+        return verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
+
+    def _profiled_rounds(self, runs, case_s):
+        """Up to attribute_rounds profiled rounds of the head and the base, alternating as the timed
+        rounds do, within attribute_budget of the case's wall time (profiled rounds included): a pair of
+        rounds is started only while the time spent and one more pair stay within it."""
+        share = self.suite.attribute_budget
+        budget_s = share / (1 - share) * case_s
+        pair_s = (runs[HEAD].rounds[-1] + runs[BASE].rounds[-1]) if runs[HEAD].rounds else 0.0
+        began = time.monotonic()
+        self.profiling = {"case_s": case_s, "profiled_s": 0.0, "reason": None}
+        for k in range(self.suite.attribute_rounds):
+            spent = time.monotonic() - began
+            if spent + (spent / k if k else pair_s) > budget_s:
+                self.profiling["reason"] = (f"the budget of {share:.0%} of the case's wall time "
+                                            f"({budget_s:.1f}s) allowed {k} profiled rounds")
+                break
+            for role in round_order(list(PAIR), k):
+                run = runs[role]
+                run.worker.resume()
+                try:
+                    report = run.worker.run_round(profile=True)
+                except WorkerFailed as exc:
+                    # The timed figures stand: the worker goes, without its end report (peak memory).
+                    run.worker.kill()
+                    run.memory = {"peak_memory_bytes": None, "memory_kind": None}
+                    self.log(f"{LABELS[role]}: profiled round {k + 1} FAILED: {exc}")
+                    self.profiling["reason"] = f"{LABELS[role]} failed in a profiled round: {exc}"
+                    self.profiling["profiled_s"] = time.monotonic() - began
+                    return
+                if self.suite.pause_idle:
+                    run.worker.pause()
+                run.profiles.append(report)
+        self.profiling["profiled_s"] = time.monotonic() - began
+        self.log(f"head vs base: {len(runs[HEAD].profiles)} profiled rounds of each in "
+                 f"{self.profiling['profiled_s']:.1f}s")
+
     def _workers(self, work, roles, max_rounds=None):
         deadline = time.monotonic() + self.case.timeout_s
-        # A worker takes up to remeasure_rounds more go-K than it has rounds (disturbed rounds).
+        # A worker takes up to remeasure_rounds more go-K than it has rounds (disturbed rounds), and the
+        # head and the base attribute_rounds profiled rounds.
         extra = self.suite.disturbance.remeasure_rounds
+        if max_rounds:
+            max_rounds += getattr(self.suite, "attribute_rounds", 0)
         return {role: ContenderRun(self.setup.worker(
                     role, self.case, work / role, deadline,
                     rounds=(max_rounds if max_rounds and role in PAIR else self.plan.rounds) + extra,

@@ -7,6 +7,8 @@ so that a DDP group started by a launcher (which owns the ranks' stdin and stdou
 
     worker (rank 0) writes ready.json      after setup and warm-up
     runner writes      go-K                to start timed round K (every rank waits for it)
+    runner writes      profile-K           instead of go-K: round K with rank 0's Python stack sampled
+                                           (bench.sampler); its round-K.json also carries `profile`
     runner writes      stop                instead of go-K: no more rounds (spec.rounds is a maximum, room
                                            for sequential rounds and disturbed rounds measured again)
     worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
@@ -34,6 +36,7 @@ import traceback
 from pathlib import Path
 
 from speedstats.bench import processes
+from speedstats.bench.sampler import StackSampler
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.casekinds import CASE_KINDS
 from speedstats.fsutil import write_atomic
@@ -46,16 +49,23 @@ def _write_json(path, data):
     write_atomic(path, json.dumps(data), "worker's report")
 
 
+GO, PROFILE = "go", "profile"
+
+
 def _wait_for_round(control, k, deadline):
-    """True once round k may start (go-K), False when the runner asks for no more rounds (stop)."""
-    go, stop = control / f"go-{k}", control / "stop"
-    while not go.exists():
+    """GO or PROFILE once round k may start (go-K, profile-K), None when the runner asks for no more
+    rounds (stop)."""
+    go, profile, stop = control / f"go-{k}", control / f"profile-{k}", control / "stop"
+    while True:
+        if go.exists():
+            return GO
+        if profile.exists():
+            return PROFILE
         if stop.exists():
-            return False
+            return None
         if time.monotonic() > deadline:
             raise TimeoutError(f"no {go.name} from the runner before the case timeout")
         time.sleep(POLL_S)
-    return True
 
 
 class Framework:
@@ -423,16 +433,22 @@ def main(argv=None):
                                                  "pid": os.getpid(),
                                                  "imported": imported_framework(spec.framework)})
         for k in range(spec.rounds):  # at most: the runner may end the rounds early (a stop file)
-            if not _wait_for_round(control, k, deadline):
+            kind = _wait_for_round(control, k, deadline)
+            if kind is None:
                 break
             fw.barrier()
+            # A profiled round is measured as a timed one, with the sampler running around it; the
+            # timed rounds never have it running.
+            sampler = StackSampler().start() if kind == PROFILE and rank == 0 else None
             started_unix = time.time()
             start = time.perf_counter()
             measurement.run(spec.times)
             total = time.perf_counter() - start
             if rank == 0:
-                _write_json(control / f"round-{k}.json",
-                            {"total_s": total, "started_unix": started_unix, "ended_unix": time.time()})
+                report = {"total_s": total, "started_unix": started_unix, "ended_unix": time.time()}
+                if sampler is not None:
+                    report["profile"] = {**sampler.stop().report(), "steps": spec.times}
+                _write_json(control / f"round-{k}.json", report)
         fw.barrier()
         if rank == 0:
             peak, kind = fw.peak_memory()

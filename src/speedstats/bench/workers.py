@@ -187,11 +187,12 @@ class Worker:
                 raise WorkerFailed(f"timed out after {self.case.timeout_s:g}s (case timeout)")
             time.sleep(min(MAX_POLL_S, max(POLL_S, (time.monotonic() - start) / 20)))
 
-    def run_round(self):
+    def run_round(self, profile=False):
         """Time one round: the worker's report (round-K.json, its `total_s` the round's seconds). The
-        rounds are numbered here, in the order asked for, so a disturbed round can be measured again."""
+        rounds are numbered here, in the order asked for, so a disturbed round can be measured again.
+        profile: a profiled round (profile-K), its report's `profile` the sampler's figures."""
         k, self.next_round = self.next_round, self.next_round + 1
-        write_atomic(self.control / f"go-{k}", "", "worker's control file")
+        write_atomic(self.control / f"{'profile' if profile else 'go'}-{k}", "", "worker's control file")
         return self.await_file(f"round-{k}.json")
 
     def finish(self):

@@ -1,0 +1,138 @@
+"""Where the head spends more time than its base: the places of the profiled rounds, judged per place.
+
+Each profiled round of a build gives, per place (`module:function`), its self time and its total time
+per step (bench.sampler: sampled wall time, divided by the round's steps). Head round k and base round k
+were measured back to back, as the timed rounds are, so per place the statistic is the head minus the
+base of each pair of rounds: its trimmed mean, with Yuen's t interval as the verdict's. There are many
+places, so each interval is at 1 - (1 - confidence) / m for m places compared (Bonferroni): the chance
+that an unchanged build shows any significant place is at most 1 - confidence. A place is significant
+when its interval excludes zero. Places are ranked by the change of their self time, largest increase
+first, the significant increases before all the others; their total time is kept beside. The share
+explained is the sum of the significant places' self-time changes over the change of the whole step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from speedstats.analysis import stats
+
+MIN_ROUNDS = 3
+
+
+@dataclass
+class ProfiledRound:
+    """One profiled round of one build: seconds per place over `steps` steps, and the round's time."""
+
+    steps: int
+    total_s: float  # the round's wall time, as a timed round's
+    self_s: dict[str, float] = field(default_factory=dict)
+    place_total_s: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_report(cls, report):
+        """From a worker's round report (round-K.json with its `profile`)."""
+        profile = report["profile"]
+        return cls(steps=int(profile["steps"]), total_s=float(report["total_s"]),
+                   self_s=dict(profile["self_s"]), place_total_s=dict(profile["total_s"]))
+
+    def self_ms(self, place):
+        return self.self_s.get(place, 0.0) * 1000 / self.steps
+
+    def total_ms(self, place):
+        return self.place_total_s.get(place, 0.0) * 1000 / self.steps
+
+    @property
+    def step_ms(self):
+        return self.total_s * 1000 / self.steps
+
+
+@dataclass
+class PlaceChange:
+    """One place, head against base: self milliseconds per step, their change and its interval."""
+
+    place: str
+    base_ms: float
+    head_ms: float
+    change_ms: float
+    low_ms: float
+    high_ms: float
+    significant: bool
+    base_total_ms: float
+    head_total_ms: float
+
+
+@dataclass
+class Attribution:
+    """results.json's `attribution` of a case."""
+
+    rounds: int = 0  # profiled rounds of each build
+    places_compared: int = 0
+    confidence: float = stats.DEFAULT_CONFIDENCE  # of all the places' intervals together
+    base_step_ms: float | None = None
+    head_step_ms: float | None = None
+    step_change_ms: float | None = None
+    explained: float | None = None  # the significant places' share of the step's change
+    places: list[PlaceChange] = field(default_factory=list)  # every place compared, by change
+    profiler: str = ""
+    reason: str | None = None  # why there is no comparison
+    profiled_s: float | None = None  # the profiled rounds' wall time
+    case_s: float | None = None  # the case's wall time before them
+
+    @property
+    def significant(self):
+        """The significant places where the head spends more time, largest change first."""
+        return [p for p in self.places if p.significant and p.change_ms > 0]
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        values = dict(data)
+        values["places"] = [PlaceChange(**place) for place in values.get("places") or []]
+        return cls(**values)
+
+
+def _paired(head, base, trim):
+    return stats.trimmed_mean([h - b for h, b in zip(head, base)], trim)
+
+
+def _center(values, trim):
+    return stats.trimmed_mean(values, trim).mean if len(values) >= 2 else values[0]
+
+
+def attribute(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound],
+              confidence: float = stats.DEFAULT_CONFIDENCE, trim: float = stats.DEFAULT_TRIM,
+              profiler: str = "") -> Attribution:
+    """Head against base, place by place, over pairs of profiled rounds (head[k] with base[k])."""
+    n = min(len(head), len(base))
+    head, base = list(head)[:n], list(base)[:n]
+    out = Attribution(rounds=n, confidence=confidence, profiler=profiler)
+    if n < MIN_ROUNDS:
+        out.reason = f"{n} profiled rounds, at least {MIN_ROUNDS} are needed"
+        return out
+    places = sorted({p for r in head + base for p, s in r.self_s.items() if s > 0})
+    out.places_compared = m = len(places)
+    per_place = 1 - (1 - confidence) / max(1, m)
+    step = _paired([r.step_ms for r in head], [r.step_ms for r in base], trim)
+    out.base_step_ms = _center([r.step_ms for r in base], trim)
+    out.head_step_ms = _center([r.step_ms for r in head], trim)
+    out.step_change_ms = step.mean
+    for place in places:
+        head_ms, base_ms = [r.self_ms(place) for r in head], [r.self_ms(place) for r in base]
+        change = _paired(head_ms, base_ms, trim)
+        low, high = change.interval(per_place)
+        out.places.append(PlaceChange(
+            place=place, base_ms=_center(base_ms, trim), head_ms=_center(head_ms, trim),
+            change_ms=change.mean, low_ms=low, high_ms=high, significant=low > 0 or high < 0,
+            base_total_ms=_center([r.total_ms(place) for r in base], trim),
+            head_total_ms=_center([r.total_ms(place) for r in head], trim)))
+    # Significant increases first: a place whose self time scatters widely (a wait at a sync on a busy
+    # machine) can have a larger mean change than the place that really slowed, with an interval that
+    # takes in zero.
+    out.places.sort(key=lambda p: (not (p.significant and p.change_ms > 0), -p.change_ms, p.place))
+    if out.step_change_ms and out.step_change_ms > 0:
+        out.explained = sum(p.change_ms for p in out.places if p.significant) / out.step_change_ms
+    return out
