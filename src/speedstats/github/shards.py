@@ -29,7 +29,7 @@ from speedstats import results as results_model
 from speedstats.actions_io import check_repo, check_sha
 from speedstats.bundle import MAX_ARCHIVE_BYTES, _text, read_artifact_dir, read_artifact_zip
 from speedstats.errors import UserError
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import ensure_dir, read_bytes, write_atomic
 from speedstats.text import one_line
 
 SCHEMA = "speedstats/shard/v1"
@@ -104,6 +104,13 @@ def _positive(value, where):
 # -- writing: `speedstats shard` in the matrix job ----------------------------------------------------------
 
 
+def _remove(path):
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot remove the stale shard file: {exc.strerror or exc}") from None
+
+
 def write_shard(directory, gpu, status, out_dir, identity, run_attempt):
     """Pack out_dir's results.json and comment.md (either may be missing) as a shard folder."""
     check_gpu(gpu)
@@ -121,20 +128,20 @@ def write_shard(directory, gpu, status, out_dir, identity, run_attempt):
     results_path, body_path = out_dir / RESULTS_NAME, out_dir / BODY_NAME
     if results_path.is_file():
         try:
-            results_text = _text(results_path.read_bytes(), RESULTS_NAME, str(out_dir))
+            results_text = _text(read_bytes(results_path, "results file"), RESULTS_NAME, str(out_dir))
             results_model.loads(results_text, where=str(results_path))
         except UserError as exc:
             results_text, error = None, one_line(f"unreadable results: {exc}", 300)
     else:
         error = f"no {RESULTS_NAME}: the benchmark stopped before writing results"
     if results_text is not None and body_path.is_file():
-        body = _text(body_path.read_bytes(), BODY_NAME, str(out_dir)) or None
-    directory.mkdir(parents=True, exist_ok=True)
+        body = _text(read_bytes(body_path, "comment body"), BODY_NAME, str(out_dir)) or None
+    ensure_dir(directory, "shard folder (--dir)")
     for name, text in ((RESULTS_NAME, results_text), (BODY_NAME, body)):
         if text is not None:
             write_atomic(directory / name, text)
         elif (directory / name).exists():  # a reused self-hosted workspace: no stale file may pass
-            (directory / name).unlink()
+            _remove(directory / name)
     manifest = {"schema": SCHEMA, "gpu": gpu, "repo": repo, "pr_number": pr_number, "head_sha": head_sha,
                 "run_id": run_id, "run_attempt": run_attempt, "status": status, "error": error,
                 "results": RESULTS_NAME if results_text is not None else None,

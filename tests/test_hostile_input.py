@@ -1,0 +1,120 @@
+"""Hostile and careless input to every command: FIFOs, devices, folders and files too large as inputs,
+a results file's records of the wrong type, counts beyond what can run, and flags out of range. Each
+ends in one line and a documented exit status, with nothing half written."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fakegithub import run_speedstats
+from speedstats.errors import UserError
+from speedstats.fsutil import read_text
+
+RESULTS = {
+    "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
+    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
+               "input_shape": [2, 3, 64, 64],
+               "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
+                              "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
+}
+
+
+@pytest.fixture
+def results_file(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(RESULTS))
+    return path
+
+
+# -- input files: regular files only, and bounded -------------------------------------------------------
+
+def input_commands(path, results_file):
+    """Each command that reads an input file, with what its errors call that file."""
+    return {
+        "render": (["render", path], "results file"),
+        "render --suite": (["render", results_file, "--suite", path], "suite file"),
+        "suite --suite": (["suite", "--suite", path], "suite file"),
+        "parse": (["parse", path], "Speed stats file"),
+        "compare": (["compare", results_file, path], "results file"),
+        "comment --body-file": (["comment", "--repo", "o/r", "--pr", "7", "--body-file", path, "--dry-run"],
+                                "comment body"),
+        "report --gpus-file": (["report", "--gpus-file", path, "--shards", path.parent / "none"],
+                               "--gpus-file"),
+    }
+
+
+@pytest.mark.parametrize("command", list(input_commands(Path("x"), Path("y"))))
+def test_a_fifo_as_input_is_refused_at_once(tmp_path, results_file, command):
+    fifo = tmp_path / "input.fifo"
+    os.mkfifo(fifo)
+    argv, what = input_commands(fifo, results_file)[command]
+    # in a process of its own: without the check, open() waits for a writer forever
+    result = run_speedstats(argv, {}, subprocess_=True, timeout=30)
+    assert result.rc == 2
+    assert result.err == f"speedstats: error: {fifo}: the {what} is a FIFO, not a regular file\n"
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+@pytest.mark.parametrize("command", ["render", "suite --suite", "render --suite"])
+def test_a_symbolic_link_to_a_device_is_refused_unread(tmp_path, results_file, device, command):
+    link = tmp_path / "speedstats.yml"
+    link.symlink_to(device)
+    result = run_speedstats(input_commands(link, results_file)[command][0], {}, subprocess_=True, timeout=30)
+    assert result.rc == 2 and result.err.startswith(f"speedstats: error: {link}: the ")
+    assert result.err.endswith(" is a device, not a regular file\n") and result.err.count("\n") == 1
+
+
+def test_an_input_file_over_its_bound_is_refused_without_reading_it_whole(tmp_path):
+    suite = tmp_path / "huge.yml"
+    with open(suite, "wb") as f:
+        f.truncate(64 << 20)  # sparse: 64 MiB of zeros, far beyond any suite
+    with pytest.raises(UserError) as refused:
+        read_text(suite, "suite file")
+    assert str(refused.value) == f"{suite}: the suite file is larger than 1 MiB"
+    result = run_speedstats(["suite", "--suite", suite], {})
+    assert (result.rc, result.err) == (
+        2, f"speedstats: error: {suite}: the suite file is larger than 1 MiB\n")
+
+
+def test_a_folder_as_input_is_one_line(tmp_path):
+    result = run_speedstats(["parse", tmp_path], {})
+    assert result.rc == 2
+    assert result.err == (f"speedstats: error: {tmp_path}: "
+                          "the Speed stats file is a folder, not a regular file\n")
+
+
+# -- shard --dir ------------------------------------------------------------------------------------------
+
+def shard_dir_env(tmp_path):
+    return {"GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "9100", "GITHUB_SHA": "1" * 40,
+            "GITHUB_RUN_ATTEMPT": "1"}
+
+
+def test_shard_dir_that_is_a_file_is_one_line(tmp_path, results_file):
+    (tmp_path / "a-file").write_text("x")
+    argv = ["shard", "--gpu", "a100", "--out", tmp_path]
+    result = run_speedstats([*argv, "--dir", tmp_path / "a-file"], shard_dir_env(tmp_path))
+    assert (result.rc, result.err) == (
+        2, f"speedstats: error: {tmp_path / 'a-file'}: shard folder (--dir) is not a folder\n")
+    result = run_speedstats([*argv, "--dir", tmp_path / "a-file" / "below"], shard_dir_env(tmp_path))
+    assert result.rc == 2
+    below = tmp_path / "a-file" / "below"
+    assert result.err == (f"speedstats: error: {below}: cannot create the shard folder (--dir): "
+                          "a part of the path is a file\n")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_shard_dir_that_is_read_only_is_one_line_and_leaves_nothing(tmp_path, results_file):
+    folder = tmp_path / "shard"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        result = run_speedstats(["shard", "--gpu", "a100", "--out", tmp_path, "--dir", folder],
+                                shard_dir_env(tmp_path))
+    finally:
+        folder.chmod(0o755)
+    assert result.rc == 2 and result.err.startswith(f"speedstats: error: {folder / 'results.json'}: cannot "
+                                                    "write the output file: Permission denied")
+    assert list(folder.iterdir()) == []
