@@ -118,3 +118,60 @@ def test_shard_dir_that_is_read_only_is_one_line_and_leaves_nothing(tmp_path, re
     assert result.rc == 2 and result.err.startswith(f"speedstats: error: {folder / 'results.json'}: cannot "
                                                     "write the output file: Permission denied")
     assert list(folder.iterdir()) == []
+
+
+# -- results.json's machine record and head-vs-base rule -------------------------------------------------
+
+def with_machine(machine):
+    return dict(RESULTS, machine=machine)
+
+
+def paired_results(rule):
+    data = json.loads(json.dumps(RESULTS))
+    case = data["cases"][0]
+    case["frameworks"]["oneflow_base"] = {"total_s": 0.5, "per_iter_s": 0.1, "times": 5}
+    case["paired"] = {"verdict": "no change", "ratio": 1.0, "low": 0.99, "high": 1.01, "rounds": 10,
+                      "rule": rule}
+    return data
+
+
+@pytest.mark.parametrize("data, message", [
+    (with_machine({"driver": "535"}), "results: machine: field 'driver' must be dict, got '535'"),
+    (with_machine({"preflight": "quiet"}), "results: machine: field 'preflight' must be dict, got 'quiet'"),
+    (with_machine({"preflight": {"quiet": False, "waited_s": "x", "reasons": []}}),
+     "results: machine.preflight: field 'waited_s' must be float, got 'x'"),
+    (with_machine({"preflight": {"quiet": False, "waited_s": 1e300, "reasons": []}}),
+     "results: machine.preflight: field 'waited_s' must be between 0 and 1e+07 seconds, got 1e+300"),
+    (with_machine({"preflight": {"quiet": False, "waited_s": 3, "reasons": 5}}),
+     "results: machine.preflight: field 'reasons' must be list, got 5"),
+    (with_machine({"preflight": {"quiet": False, "waited_s": 3, "reasons": [{"a": 1}]}}),
+     "results: machine.preflight: field 'reasons[0]' must be text, got {'a': 1}"),
+    (with_machine({"driver": {"version": "535", "notes": 5}}),
+     "results: machine.driver: field 'notes' must be list, got 5"),
+    (paired_results("r"), "results: cases[0] (resnet50-bs2).paired: field 'rule' must be a mapping, got 'r'"),
+    (paired_results({"min_effect": 0.04, "max_rounds": 40, "trim": 0.1}),
+     "results: cases[0] (resnet50-bs2).paired.rule: missing field 'confidence'"),
+    (paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 40}),
+     "results: cases[0] (resnet50-bs2).paired.rule: missing field 'trim'"),
+    (paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 4.5, "trim": 0.1}),
+     "results: cases[0] (resnet50-bs2).paired.rule: field 'max_rounds' must be an integer between 1 and "
+     "2147483647, got 4.5"),
+])
+def test_a_results_file_with_a_wrong_machine_or_rule_record_is_bad_input(tmp_path, data, message):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    result = run_speedstats(["render", path, "--out", tmp_path / "comment.md"], {})
+    assert (result.rc, result.err) == (2, f"speedstats: error: {path}: {message}\n".replace(
+        f"{path}: results: ", f"{path}: "))
+    assert not (tmp_path / "comment.md").exists()
+
+
+def test_a_well_formed_machine_record_and_rule_still_render(tmp_path):
+    data = paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 40, "trim": 0.1})
+    data["machine"] = {"preflight": {"quiet": False, "waited_s": 12.4, "reasons": ["another process"]},
+                       "driver": {"version": "535", "notes": ["an old driver"]}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    result = run_speedstats(["render", path], {})
+    assert result.rc in (0, 1), result.err
+    assert "after waiting 12s (another process)" in result.out and "an old driver" in result.out
