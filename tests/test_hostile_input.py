@@ -154,8 +154,8 @@ def paired_results(rule):
     (paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 40}),
      "results: cases[0] (resnet50-bs2).paired.rule: missing field 'trim'"),
     (paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 4.5, "trim": 0.1}),
-     "results: cases[0] (resnet50-bs2).paired.rule: field 'max_rounds' must be an integer between 1 and "
-     "2147483647, got 4.5"),
+     ("results: cases[0] (resnet50-bs2).paired.rule: field 'max_rounds' must be an integer between 1 and "
+     "2147483647, got 4.5")),
 ])
 def test_a_results_file_with_a_wrong_machine_or_rule_record_is_bad_input(tmp_path, data, message):
     path = tmp_path / "results.json"
@@ -175,3 +175,22 @@ def test_a_well_formed_machine_record_and_rule_still_render(tmp_path):
     result = run_speedstats(["render", path], {})
     assert result.rc in (0, 1), result.err
     assert "after waiting 12s (another process)" in result.out and "an old driver" in result.out
+
+
+# -- the head-vs-base rule's counts and budgets -------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("max_rounds", 300_000_000, "at most 1000"),
+    ("first_rounds", 5000, "between 3 and 1000"),
+    ("step_rounds", 100_000, "between 1 and 1000"),
+    ("confirm_rounds", 2_000_000, "between 0 and 1000"),
+    ("max_extra_s", 1e9, "between 0 and 86400"),
+    ("extra_factor", 1e6, "between 0 and 100"),
+    ("futility_z", 1e6, "between 0 and 10"),
+])
+def test_the_rule_counts_and_budgets_are_bounded_by_what_can_run(tmp_path, field, value, expected):
+    suite = tmp_path / "speedstats.yml"
+    suite.write_text(f"extends: smoke\nhead_vs_base:\n  step_rounds: 1\n  {field}: {value}\n")
+    result = run_speedstats(["suite", "--suite", suite], {})
+    assert (result.rc, result.err) == (
+        2, f"speedstats: error: {suite}: head_vs_base.{field}: must be {expected}, got {value!r}\n")
