@@ -194,3 +194,41 @@ def test_the_rule_counts_and_budgets_are_bounded_by_what_can_run(tmp_path, field
     result = run_speedstats(["suite", "--suite", suite], {})
     assert (result.rc, result.err) == (
         2, f"speedstats: error: {suite}: head_vs_base.{field}: must be {expected}, got {value!r}\n")
+
+
+# -- flags out of range ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["1e10", "1e300", "604801"])
+def test_a_github_deadline_beyond_a_week_is_bad_input(tmp_path, value):
+    body = tmp_path / "body.md"
+    body.write_text("hello")
+    result = run_speedstats(["comment", "--repo", "o/r", "--pr", "7", "--body-file", body, "--dry-run",
+                             "--github-deadline", value], {})
+    assert result.rc == 2 and f"--github-deadline: must be at most 604800 seconds (a week), got '{value}'" \
+        in result.err
+    result = run_speedstats(["comment", "--repo", "o/r", "--pr", "7", "--body-file", body, "--dry-run"],
+                            {"SPEEDSTATS_GITHUB_REQUEST_DEADLINE": value, "GITHUB_TOKEN": "ghs_x0000000"})
+    assert (result.rc, result.err) == (
+        2, f"speedstats: error: SPEEDSTATS_GITHUB_REQUEST_DEADLINE: must be at most 604800, got '{value}'\n")
+
+
+@pytest.mark.parametrize("job_name", ["{", "}{", "{0}", "{x}", "{}", "speed-stats", "{gpu!r:>99999999}",
+                                      "{gpu:>99999999}", "{gpu.real}", "{gpu[0]}"])
+def test_a_job_name_that_is_not_plain_text_with_gpu_is_bad_input(tmp_path, job_name):
+    result = run_speedstats(["report", "--gpus", '["a100"]', "--shards", tmp_path, "--run-id", "5",
+                             "--repo", "o/r", "--job-name", job_name], {})
+    assert result.rc == 2 and result.err.startswith("speedstats: error: --job-name: ")
+    assert result.err.count("\n") == 1
+
+
+def test_a_job_name_with_doubled_braces_is_plain_text():
+    from speedstats.github import shards
+
+    assert shards.check_job_name("bench {{{gpu}}}") == "bench {{{gpu}}}"
+
+
+@pytest.mark.parametrize("attempt", ["0", "-1", str(10**23), "1001", "x"])
+def test_an_attempt_out_of_range_is_bad_input(tmp_path, attempt):
+    result = run_speedstats(["report", "--gpus", '["a100"]', "--shards", tmp_path, "--run-id", "5",
+                             "--repo", "o/r", "--attempt", attempt], {})
+    assert result.rc == 2 and "--attempt: must be" in result.err

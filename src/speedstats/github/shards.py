@@ -316,9 +316,25 @@ def latest_per_gpu(shards, jobs_by_gpu, max_attempt):
     return by_gpu
 
 
+def check_job_name(job_name, where="--job-name"):
+    """The matrix jobs' name: text with `{gpu}` where the key goes, and no other field ({{ and }} are
+    braces), so filling it in is plain substitution."""
+    import string
+
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(job_name)
+                  if name is not None]
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc} in {job_name!r} (write {{{{ and }}}} for braces)") from None
+    if not fields or any(field != ("gpu", "", None) for field in fields):
+        raise UserError(f"{where}: must hold {{gpu}} where the GPU key goes and no other {{...}} field "
+                        f"(write {{{{ and }}}} for braces), got {job_name!r}")
+    return job_name
+
+
 def jobs_by_gpu(jobs, gpus, job_name=DEFAULT_JOB_NAME):
     """{gpu: JobInfo} of the matrix jobs, matched by name (job_name with {gpu} filled in)."""
-    wanted = {job_name.format(gpu=gpu): gpu for gpu in gpus}
+    wanted = {check_job_name(job_name).format(gpu=gpu): gpu for gpu in gpus}
     found = {}
     for job in jobs:
         gpu = wanted.get(job.name)
