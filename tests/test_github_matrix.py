@@ -517,3 +517,52 @@ def test_eight_gpus_of_the_default_suite_head_against_base_fit_whole(gh, tmp_pat
     for gpu in gpus:
         assert (tmp_path / f"out-{gpu}" / "comment.md").read_text(encoding="utf-8") in body
     assert "cut to fit" not in body
+
+
+CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; 75.12 GiB "
+            "already allocated; 1.45 GiB free; 76.10 GiB reserved in total by PyTorch) If reserved memory is "
+            ">> allocated memory try setting max_split_size_mb to avoid fragmentation.")
+
+
+def many_cases_shard(root, gpu, sha, run_id, failing):
+    """A shard of five cases, each failing with an ordinary out-of-memory message when failing."""
+    cases = []
+    for batch in range(1, 6):
+        oneflow = {"error": CUDA_OOM} if failing else {"total_s": 0.5, "per_iter_s": 0.1, "times": 5}
+        cases.append({"id": f"resnet50-bs{batch}", "kind": "resnet50", "batch_size": batch, "times": 5,
+                      "input_shape": [batch, 3, 64, 64],
+                      "frameworks": {"oneflow": oneflow,
+                                     "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}})
+    text = json.dumps({"schema": "speedstats/results/v1", "suite": "smoke", "device": "cuda",
+                       "gpu_name": f"NVIDIA {gpu.upper()}", "cases": cases})
+    out = root / f"out-{gpu}"
+    out.mkdir(parents=True)
+    (out / "results.json").write_text(text, encoding="utf-8")
+    (out / "comment.md").write_text(render(text, SMOKE), encoding="utf-8")
+    shards.write_shard(root / "speedstats-shards" / shards.artifact_name(gpu, 1), gpu, "success", out,
+                       (PR, sha, run_id, REPO), 1)
+
+
+def test_an_alert_over_githubs_limit_keeps_every_gpu_and_the_links_and_is_posted(gh, tmp_path):
+    gpus = [f"gpu{i:02}" for i in range(1, 49)]
+    for run_id, sha, failing in ((1, SHA1, False), (2, SHA2, True)):
+        if sha != SHA1:
+            gh.push(REPO, PR, sha)
+        root = tmp_path / f"run-{run_id}"
+        for gpu in gpus:
+            many_cases_shard(root, gpu, sha, run_id, failing)
+        result = report(gh, root, sha=sha, run_id=run_id, gpus=gpus)
+        assert result.rc == 0, result.err
+    (alert,) = alerts(gh)
+    body = alert["body"]
+    assert len(body) <= 65536
+    assert body.startswith(f"@octo-author Speed stats turned red at commit 222222222222: failed on "
+                           f"{', '.join(gpus)}.\n\n")
+    assert body.endswith(f"[run 2]({run_url(gh, 2)})\n\n<!-- speedstats:speed-alert head={SHA2} run=2 "
+                         f"state=open gpus={'%2C'.join(gpus)} -->")
+    lines = [line for line in body.split("\n") if line.startswith("- gpu")]
+    per_gpu = len(lines) // len(gpus)
+    assert lines[0] == f"- gpu01: resnet50-bs1: failed: oneflow: {CUDA_OOM}"
+    assert per_gpu < 5 and len(lines) == per_gpu * len(gpus)
+    assert f"\n- and {(5 - per_gpu) * len(gpus)} more lines in the Speed stats comment\n\n[The Speed" in body
+    assert gh.notified == [(alert["id"], "octo-author")]
