@@ -2,8 +2,14 @@
 a results file's records of the wrong type, counts beyond what can run, and flags out of range. Each
 ends in one line and a documented exit status, with nothing half written."""
 
+import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -232,3 +238,73 @@ def test_an_attempt_out_of_range_is_bad_input(tmp_path, attempt):
     result = run_speedstats(["report", "--gpus", '["a100"]', "--shards", tmp_path, "--run-id", "5",
                              "--repo", "o/r", "--attempt", attempt], {})
     assert result.rc == 2 and "--attempt: must be" in result.err
+
+
+# -- signals: every command ends with its status, one line, and nothing partial ------------------------------
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def start_speedstats(argv, env=None):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+    full_env.update({k: str(v) for k, v in (env or {}).items()})
+    full_env["PYTHONPATH"] = str(SRC)
+    full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"
+    return subprocess.Popen([sys.executable, "-m", "speedstats", *map(str, argv)], env=full_env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, proc, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"never {what}: {proc.communicate()}")
+        time.sleep(0.05)
+
+
+def reading_stdin(pid):
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text().endswith("pipe_read")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("argv", [
+    ["render", "-", "--out", "{tmp}/comment.md"],
+    ["parse", "-", "--out", "{tmp}/results.json"],
+    ["report", "--gpus-file", "-", "--shards", "{tmp}", "--run-id", "5", "--repo", "o/r"],
+    ["comment", "--repo", "o/r", "--pr", "7", "--body-file", "-", "--dry-run"],
+], ids=["render", "parse", "report", "comment"])
+def test_a_signal_while_a_command_reads_its_input_ends_it_with_130_and_one_line(tmp_path, argv, signum):
+    proc = start_speedstats([a.format(tmp=tmp_path) for a in argv])
+    wait_for(lambda: reading_stdin(proc.pid), proc, "read its input")
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "speedstats: interrupted\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sigterm_during_fetch_baselines_download_leaves_nothing_in_dest(fake_github, tmp_path):
+    from fakegithub import actions_env
+
+    repo, token = "o/r", "ghs_SignalT0kenNeverToBePrinted00000000007"
+    gh = fake_github(token)
+    gh.add_workflow_run(repo, 100, "c" * 40, conclusion="success", event="push", workflow="build.yml",
+                        branch="master", name="Build")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("oneflow-0.9.1-cp310-none-any.whl", b"w" * 4000)
+    blob = gh.add_artifact(repo, 100, "wheelhouse", archive.getvalue())
+    gh.drip("GET", f"/_blobs/{blob}", interval_s=0.05)  # minutes for the whole archive
+    dest = tmp_path / "baseline"
+    env = actions_env(gh, token, repo, tmp_path)
+    argv = ["fetch-baseline", "--workflow", "build.yml", "--branch", "master", "--dest", dest]
+    proc = start_speedstats(argv, env)
+    wait_for(lambda: dest.is_dir() and any(dest.glob(".baseline-*.zip")), proc, "started the download")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (130, "")
+    assert err.endswith("speedstats: interrupted\n") and "Traceback" not in err
+    assert list(dest.iterdir()) == []
