@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from fakegithub import run_speedstats
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 RESULTS = {
     "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
     "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
@@ -51,25 +53,48 @@ def input_commands(path, results_file):
     }
 
 
+def unblock_later(fifo, seconds=10):
+    """A writer that opens the FIFO after a while, so a command waiting in open() fails the test
+    instead of hanging it."""
+    def open_and_close():
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader (any more): nothing waits
+            pass
+
+    timer = threading.Timer(seconds, open_and_close)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 @pytest.mark.parametrize("command", list(input_commands(Path("x"), Path("y"))))
 def test_a_fifo_as_input_is_refused_at_once(tmp_path, results_file, command):
     fifo = tmp_path / "input.fifo"
     os.mkfifo(fifo)
     argv, what = input_commands(fifo, results_file)[command]
-    # in a process of its own: without the check, open() waits for a writer forever
-    result = run_speedstats(argv, {}, subprocess_=True, timeout=30)
+    timer = unblock_later(fifo)
+    started = time.monotonic()
+    result = run_speedstats(argv, {})
+    timer.cancel()
     assert result.rc == 2
     assert result.err == f"speedstats: error: {fifo}: the {what} is a FIFO, not a regular file\n"
+    assert time.monotonic() - started < 5
 
 
-@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
-@pytest.mark.parametrize("command", ["render", "suite --suite", "render --suite"])
+@pytest.mark.parametrize("device, command", [("/dev/zero", "render"), ("/dev/zero", "suite --suite"),
+                                             ("/dev/urandom", "render --suite")])
 def test_a_symbolic_link_to_a_device_is_refused_unread(tmp_path, results_file, device, command):
     link = tmp_path / "speedstats.yml"
     link.symlink_to(device)
-    result = run_speedstats(input_commands(link, results_file)[command][0], {}, subprocess_=True, timeout=30)
-    assert result.rc == 2 and result.err.startswith(f"speedstats: error: {link}: the ")
-    assert result.err.endswith(" is a device, not a regular file\n") and result.err.count("\n") == 1
+    # in a process of its own, under a memory limit: without the check it reads until memory runs out
+    argv = input_commands(link, results_file)[command][0]
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
+    proc = subprocess.run([sys.executable, "-c", limit + "from speedstats.cli import main; "
+                           "raise SystemExit(main())", *map(str, argv)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(SRC)), timeout=60, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"speedstats: error: {link}: the ")
+    assert proc.stderr.endswith(" is a device, not a regular file\n") and proc.stderr.count("\n") == 1
 
 
 def test_an_input_file_over_its_bound_is_refused_without_reading_it_whole(tmp_path):
@@ -242,9 +267,6 @@ def test_an_attempt_out_of_range_is_bad_input(tmp_path, attempt):
 
 # -- signals: every command ends with its status, one line, and nothing partial ------------------------------
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-
-
 def start_speedstats(argv, env=None):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
     full_env.update({k: str(v) for k, v in (env or {}).items()})
@@ -270,7 +292,7 @@ def reading_stdin(pid):
         return False
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM])
 @pytest.mark.parametrize("argv", [
     ["render", "-", "--out", "{tmp}/comment.md"],
     ["parse", "-", "--out", "{tmp}/results.json"],
@@ -278,12 +300,18 @@ def reading_stdin(pid):
     ["comment", "--repo", "o/r", "--pr", "7", "--body-file", "-", "--dry-run"],
 ], ids=["render", "parse", "report", "comment"])
 def test_a_signal_while_a_command_reads_its_input_ends_it_with_130_and_one_line(tmp_path, argv, signum):
+    """SIGTERM, as a cancelled job and `kill` send it; SIGINT takes the same path (test_sigint_...)."""
     proc = start_speedstats([a.format(tmp=tmp_path) for a in argv])
     wait_for(lambda: reading_stdin(proc.pid), proc, "read its input")
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out, err) == (130, "", "speedstats: interrupted\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sigint_takes_the_same_path(tmp_path):
+    test_a_signal_while_a_command_reads_its_input_ends_it_with_130_and_one_line(
+        tmp_path, ["render", "-", "--out", "{tmp}/comment.md"], signal.SIGINT)
 
 
 def test_a_sigterm_during_fetch_baselines_download_leaves_nothing_in_dest(fake_github, tmp_path):
