@@ -336,3 +336,16 @@ def test_a_sigterm_during_fetch_baselines_download_leaves_nothing_in_dest(fake_g
     assert (proc.returncode, out) == (130, "")
     assert err.endswith("speedstats: interrupted\n") and "Traceback" not in err
     assert list(dest.iterdir()) == []
+
+
+def test_a_history_file_that_is_a_fifo_is_refused_before_it_is_read(tmp_path):
+    from speedstats.history import append_history
+    from speedstats.results import results_from_dict
+
+    fifo = tmp_path / "history.jsonl"
+    os.mkfifo(fifo)
+    timer = unblock_later(fifo)
+    with pytest.raises(UserError) as refused:
+        append_history(fifo, results_from_dict(RESULTS), commit="a" * 40)
+    timer.cancel()
+    assert str(refused.value) == f"{fifo}: the history file is a FIFO, not a regular file"
