@@ -620,3 +620,31 @@ def test_a_build_installed_by_one_job_comes_from_the_cache_in_the_next(tmp_path)
     (cached,) = [line for line in second if ": from the cache (" in line]
     assert re.search(r": from the cache \([0-9a-f]{16}\), oneflow 0\.0\.1\+fake \(git abc1234\).* in "
                      r"\.git/speedstats-cache/builds/oneflow-[0-9a-f]{16}$", cached), cached
+
+
+# -- a cancelled step -------------------------------------------------------------------------------------
+
+
+def test_a_sigterm_to_the_entrypoint_reaches_the_command_which_exits_130(tmp_path):
+    """In the container the entrypoint is PID 1, which gets no default action for SIGTERM: it passes
+    the signal on to the command running, and ends with the command's status."""
+    import signal
+    import time
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = action_env(workspace, inputs={"command": "comment", "body-file": "-"})
+    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], cwd=workspace, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 60
+    while True:  # until the command waits for its body on stdin
+        pids = children.read_text().split() if proc.poll() is None else []
+        if pids and Path(f"/proc/{pids[0]}/wchan").read_text().endswith("pipe_read"):
+            break
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "speedstats: interrupted" and "Traceback" not in err
