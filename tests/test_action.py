@@ -631,6 +631,8 @@ def test_a_sigterm_to_the_entrypoint_reaches_the_command_which_exits_130(tmp_pat
     import signal
     import time
 
+    from test_hostile_input import reading_stdin
+
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     env = action_env(workspace, inputs={"command": "comment", "body-file": "-"})
@@ -640,7 +642,7 @@ def test_a_sigterm_to_the_entrypoint_reaches_the_command_which_exits_130(tmp_pat
     deadline = time.monotonic() + 60
     while True:  # until the command waits for its body on stdin
         pids = children.read_text().split() if proc.poll() is None else []
-        if pids and Path(f"/proc/{pids[0]}/wchan").read_text().endswith("pipe_read"):
+        if pids and reading_stdin(pids[0]):
             break
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
