@@ -10,6 +10,7 @@ container the same way, with INPUT_* in the environment (`INPUT_COMMENT_MODE` is
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -197,12 +198,51 @@ def plan(inputs):
             + _optional("--pr", inputs["pr"]) + _deadline(inputs)]
 
 
+class Stopped(Exception):
+    """The step was cancelled (SIGTERM or SIGINT) while a command ran; it ended with `status`."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
 def speedstats(argv, env):
+    """Run one speedstats command; its exit status. A SIGTERM or SIGINT the step gets (a cancelled job;
+    in the container this process is PID 1, which the kernel gives no default action) is passed on to
+    the command, which cleans up and exits 130, and no further command runs (Stopped)."""
     print("$ speedstats " + shlex.join(argv), file=sys.stderr, flush=True)
-    return subprocess.call([sys.executable, "-m", "speedstats", *argv], env=env)
+    received, started = [], []
+
+    def forward(signum, frame):
+        received.append(signum)
+        for proc in started:
+            proc.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if received:
+            raise Stopped(128 + received[0])
+        started.append(subprocess.Popen([sys.executable, "-m", "speedstats", *argv], env=env))
+        if received:  # arrived while the command was being started
+            started[0].send_signal(received[0])
+        status = started[0].wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    status = status if status >= 0 else 128 - status  # killed by a signal: as a shell reports it
+    if received:
+        raise Stopped(status)
+    return status
 
 
 def main(args=None, env=None):
+    try:
+        return run_steps(args, env)
+    except Stopped as stopped:
+        return stopped.status
+
+
+def run_steps(args=None, env=None):
     args = sys.argv[1:] if args is None else args
     env = dict(os.environ if env is None else env)
     try:

@@ -164,3 +164,16 @@ def test_bad_disturbance_settings_name_the_field(field, value, message):
     with pytest.raises(UserError) as error:
         suite_from_dict(dict(SUITE, disturbance={field: value}), "t.yml")
     assert str(error.value).startswith(f"t.yml: {message}")
+
+
+def test_the_suite_real_runs_in_tests_get_lets_every_core_be_busy(tmp_path):
+    """Tests of real runs that are not about the machine (busy_machine.tolerant) pass on a shared one."""
+    from busy_machine import tolerant
+    from speedstats.machine import DisturbanceSpec, round_disturbance
+
+    path = tmp_path / "suite.yml"
+    path.write_text(tolerant("extends: smoke\n"))
+    cores = os.cpu_count()
+    every_core_busy = {"cpu": {"other_cores": float(cores), "cores": cores}}
+    assert round_disturbance(every_core_busy, load_suite(str(path)).disturbance) == []
+    assert round_disturbance(every_core_busy, DisturbanceSpec())[0]["kind"] == "cpu"

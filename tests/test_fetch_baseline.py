@@ -201,3 +201,74 @@ def test_optional_still_fails_on_an_artifact_that_is_not_there(gh, tmp_path):
     result = fetch(gh, tmp_path, "--workflow", "build.yml", "--optional")
     assert result.rc == 2 and "has no artifact named 'wheelhouse' (its artifacts: logs)" in result.err
     assert not (tmp_path / "outputs").exists()
+
+
+# -- nothing half written ------------------------------------------------------------------------------------
+
+GOOD = "oneflow-0.9.1-cp310-none-any.whl"
+SECOND = "flowvision-0.2.2-py3-none-any.whl"
+
+
+def two_wheels(method=zipfile.ZIP_STORED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as archive:
+        archive.writestr(GOOD, b"the first wheel" * 1000)
+        archive.writestr(SECOND, bytes(range(256)) * 400)
+    return bytearray(buf.getvalue())
+
+
+def with_stale_wheel(tmp_path):
+    dest = tmp_path / "baseline"
+    dest.mkdir()
+    (dest / "stale-0.1.whl").write_bytes(b"from an earlier job")
+    return dest
+
+
+def test_a_wheel_that_lies_about_its_size_leaves_the_old_wheels_and_nothing_else(gh, tmp_path):
+    data = two_wheels()
+    central = [i for i in range(len(data)) if data[i:i + 4] == b"PK\x01\x02"][1]  # the second's entry
+    size = int.from_bytes(data[central + 24:central + 28], "little")
+    data[central + 24:central + 28] = (size + 10).to_bytes(4, "little")  # uncompressed size: 10 too many
+    add_build(gh, 700, artifacts={"wheelhouse": bytes(data)})
+    dest = with_stale_wheel(tmp_path)
+    result = fetch(gh, tmp_path, "--workflow", "build.yml")
+    assert result.rc == 2 and result.err.endswith(f"{SECOND} is not the size its header says\n")
+    assert sorted(p.name for p in dest.iterdir()) == ["stale-0.1.whl"]
+
+
+def test_a_corrupt_deflate_stream_is_one_line_and_leaves_the_old_wheels_and_nothing_else(gh, tmp_path):
+    data = two_wheels(zipfile.ZIP_DEFLATED)
+    info = zipfile.ZipFile(io.BytesIO(bytes(data))).getinfo(SECOND)
+    start = info.header_offset + 30 + len(SECOND.encode()) + len(info.extra)
+    data[start:start + 40] = b"\xff" * 40
+    add_build(gh, 701, artifacts={"wheelhouse": bytes(data)})
+    dest = with_stale_wheel(tmp_path)
+    result = fetch(gh, tmp_path, "--workflow", "build.yml")
+    assert result.rc == 2 and "artifact 'wheelhouse'" in result.err and ": a corrupt archive: " in result.err
+    assert result.err.count("\n") == 1
+    assert sorted(p.name for p in dest.iterdir()) == ["stale-0.1.whl"]
+
+
+def test_a_dest_that_is_a_file_or_lies_below_one_is_one_line(gh, tmp_path):
+    add_build(gh, 702, artifacts={"wheelhouse": wheelhouse({WHEEL: WHEEL_BYTES})})
+    (tmp_path / "baseline").write_text("a file")
+    result = fetch(gh, tmp_path, "--workflow", "build.yml")
+    assert result.rc == 2
+    assert result.err == f"speedstats: error: {tmp_path / 'baseline'}: --dest folder is not a folder\n"
+    below = tmp_path / "baseline" / "x"
+    env = actions_env(gh, TOKEN, REPO, tmp_path, event_name="pull_request", event=pr_event())
+    result = run_speedstats(["fetch-baseline", "--workflow", "build.yml", "--dest", below], env)
+    assert result.rc == 2
+    assert result.err == (f"speedstats: error: {below}: cannot create the --dest folder: "
+                          "a part of the path is a file\n")
+
+
+def test_what_a_killed_fetch_left_is_cleared_by_the_next(gh, tmp_path):
+    add_build(gh, 703, artifacts={"wheelhouse": wheelhouse({WHEEL: WHEEL_BYTES})})
+    dest = tmp_path / "baseline"
+    (dest / ".baseline-k1ll3d").mkdir(parents=True)
+    (dest / ".baseline-k1ll3d" / GOOD).write_bytes(b"half a wheel")
+    (dest / ".baseline-x7d2q9.zip").write_bytes(b"half a download")
+    result = fetch(gh, tmp_path, "--workflow", "build.yml")
+    assert result.rc == 0, result.err
+    assert sorted(p.name for p in dest.iterdir()) == [WHEEL]

@@ -517,3 +517,51 @@ def test_eight_gpus_of_the_default_suite_head_against_base_fit_whole(gh, tmp_pat
     for gpu in gpus:
         assert (tmp_path / f"out-{gpu}" / "comment.md").read_text(encoding="utf-8") in body
     assert "cut to fit" not in body
+
+
+CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; 75.12 GiB "
+            "already allocated; 1.45 GiB free; 76.10 GiB reserved in total by PyTorch) If reserved memory is "
+            ">> allocated memory try setting max_split_size_mb to avoid fragmentation.")
+
+
+def failing_shard(root, gpu, sha, run_id):
+    """A shard of five cases, each failing with an ordinary out-of-memory message."""
+    cases = []
+    for batch in range(1, 6):
+        oneflow = {"error": CUDA_OOM}
+        cases.append({"id": f"resnet50-bs{batch}", "kind": "resnet50", "batch_size": batch, "times": 5,
+                      "input_shape": [batch, 3, 64, 64],
+                      "frameworks": {"oneflow": oneflow,
+                                     "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}})
+    text = json.dumps({"schema": "speedstats/results/v1", "suite": "smoke", "device": "cuda",
+                       "gpu_name": f"NVIDIA {gpu.upper()}", "cases": cases})
+    out = root / f"out-{gpu}"
+    out.mkdir(parents=True)
+    (out / "results.json").write_text(text, encoding="utf-8")
+    (out / "comment.md").write_text(f"the Speed stats of {gpu}", encoding="utf-8")  # posted as it is
+    shards.write_shard(root / "speedstats-shards" / shards.artifact_name(gpu, 1), gpu, "success", out,
+                       (PR, sha, run_id, REPO), 1)
+
+
+def test_an_alert_over_githubs_limit_keeps_every_gpu_and_the_links_and_is_posted(gh, tmp_path):
+    gpus = [f"gpu{i:02}" for i in range(1, 49)]
+    (tmp_path / "run-1" / "speedstats-shards").mkdir(parents=True)
+    assert report(gh, tmp_path / "run-1", gpus=gpus).rc == 0  # no shard yet: incomplete
+    gh.push(REPO, PR, SHA2)
+    for gpu in gpus:
+        failing_shard(tmp_path / "run-2", gpu, SHA2, 2)
+    result = report(gh, tmp_path / "run-2", sha=SHA2, run_id=2, gpus=gpus)
+    assert result.rc == 0, result.err
+    (alert,) = alerts(gh)
+    body = alert["body"]
+    assert len(body) <= 65536
+    assert body.startswith(f"@octo-author Speed stats turned red at commit 222222222222: failed on "
+                           f"{', '.join(gpus)}.\n\n")
+    assert body.endswith(f"[run 2]({run_url(gh, 2)})\n\n<!-- speedstats:speed-alert head={SHA2} run=2 "
+                         f"state=open gpus={'%2C'.join(gpus)} -->")
+    lines = [line for line in body.split("\n") if line.startswith("- gpu")]
+    per_gpu = len(lines) // len(gpus)
+    assert lines[0] == f"- gpu01: resnet50-bs1: failed: oneflow: {CUDA_OOM}"
+    assert per_gpu < 5 and len(lines) == per_gpu * len(gpus)
+    assert f"\n- and {(5 - per_gpu) * len(gpus)} more lines in the Speed stats comment\n\n[The Speed" in body
+    assert gh.notified == [(alert["id"], "octo-author")]

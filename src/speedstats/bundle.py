@@ -29,7 +29,7 @@ from speedstats import actions_io
 from speedstats import results as results_model
 from speedstats.actions_io import check_repo, check_sha
 from speedstats.errors import UserError
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import read_bytes, write_atomic
 from speedstats.text import one_line
 
 SCHEMA = "speedstats/bundle/v1"
@@ -179,7 +179,7 @@ def read_artifact_dir(directory, kind, from_files):
             return None
         if path.stat().st_size > MAX_FILE_BYTES:
             raise UserError(f"{where}: {name} is larger than {MAX_FILE_BYTES} bytes")
-        return path.read_bytes()
+        return read_bytes(path, name, MAX_FILE_BYTES)
 
     return from_files(read, where)
 

@@ -12,8 +12,10 @@ folder), or to stderr with `--debug`.
 import argparse
 import importlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -159,12 +161,32 @@ def unrecognized(parser, args, extras):
     return EXIT_BAD_INPUT
 
 
+def _interrupt(signum, frame):
+    # Once: a second signal must not cut short the cleanup that the first one started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _run_interruptible(args):
+    """_run with SIGTERM (a cancelled job, `kill`) and SIGINT (Ctrl-C) unwinding as KeyboardInterrupt:
+    each command's cleanup (temporary files, atomic writes) runs and it exits EXIT_INTERRUPTED."""
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args)
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run(args)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv=None):
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
     if extras:
         return unrecognized(parser, args, extras)
-    status = _run(args)
+    status = _run_interruptible(args)
     try:
         if sys.stdout is not None:
             sys.stdout.flush()

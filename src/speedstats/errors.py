@@ -10,6 +10,8 @@ The statuses keep one meaning across every command and the action's entrypoint:
                                    the CPU, a throttled or busy GPU): its figures are not comparable
 
 `speedstats run` gives 3 before 7, and 7 before 1: figures from a disturbed machine judge nothing.
+Every command stopped by SIGTERM or SIGINT exits EXIT_INTERRUPTED (130, as a shell reports Ctrl-C) with
+one line, after its cleanup: no temporary or partial file is left.
 A token GitHub refuses a write (403) outside a fork's pull request is bad input too: the line names
 the permission it needs.
 """

@@ -81,20 +81,106 @@ def write_atomic(path, data, what="output file"):
         raise
 
 
-def read_text(path, what="file"):
-    """Read a UTF-8 text file ('-' is stdin), raising UserError naming the file on failure."""
-    import sys
+MEBIBYTE = 1 << 20
+# The largest input each kind of file may be: far above any real one, far below a machine's memory.
+READ_LIMITS = {
+    "suite file": MEBIBYTE,
+    "comment body": 4 * MEBIBYTE,
+    "--gpus-file": MEBIBYTE,
+    "results file": 64 * MEBIBYTE,
+    "Speed stats file": 16 * MEBIBYTE,
+    "history file": 256 * MEBIBYTE,
+}
+DEFAULT_READ_LIMIT = 16 * MEBIBYTE
 
-    if str(path) == "-":
-        if sys.stdin is None:
-            raise UserError(f"stdin: closed; cannot read the {what}")
-        return sys.stdin.read()
+
+def _size(limit):
+    return f"{limit // MEBIBYTE} MiB" if limit % MEBIBYTE == 0 else f"{limit} bytes"
+
+
+def _kind(mode):
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path, what="file", limit=None):
+    """Read a regular file whole, up to `limit` bytes (READ_LIMITS by `what`), as bytes.
+
+    A FIFO, a device, a socket or a folder (a symbolic link to one too) is refused before anything is
+    read, so neither a FIFO without a writer nor /dev/zero can hold the command; a file over the
+    limit is refused without reading it into memory. Every refusal is one UserError naming the file.
+    """
+    limit = limit or READ_LIMITS.get(what, DEFAULT_READ_LIMIT)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise UserError(f"{path}: {what} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read {what}: {exc}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: the {what} is a folder") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the {what}: {_why(exc)}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{path}: the {what} is {_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, MEBIBYTE))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise UserError(f"{path}: the {what} is larger than {_size(limit)}")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the {what}: {_why(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def _read_stdin(what, limit):
+    import sys
+
+    stream = sys.stdin
+    if stream is None:
+        raise UserError(f"stdin: closed; cannot read the {what}")
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        text = stream.read(limit + 1)
+        data = None
+    else:
+        data = buffer.read(limit + 1)
+        text = None
+    if len(data if data is not None else text) > limit:
+        raise UserError(f"stdin: the {what} is larger than {_size(limit)}")
+    if data is None:
+        return text
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"stdin: cannot read the {what}: {exc}") from None
+
+
+def read_text(path, what="file", limit=None):
+    """Read a UTF-8 text file ('-' is stdin) through read_bytes's checks; UserError naming the file."""
+    limit = limit or READ_LIMITS.get(what, DEFAULT_READ_LIMIT)
+    if str(path) == "-":
+        return _read_stdin(what, limit)
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: cannot read the {what}: {exc}") from None
 
 
 def write_stdout(text):

@@ -17,7 +17,7 @@ from pathlib import Path
 from speedstats import actions_io
 from speedstats import results as results_model
 from speedstats.errors import UserError
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import read_bytes, write_atomic
 
 HISTORY_SCHEMA = "speedstats/history/v1"
 SHORT_SHA = 7
@@ -60,10 +60,7 @@ def append_history(path, results, commit=None, recorded_at=None):
     if commit is None:
         commit = actions_io.commit_sha()
     path = Path(path)
-    try:
-        existing = path.read_bytes() if path.exists() else b""
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read history file: {exc}") from None
+    existing = read_bytes(path, "history file") if path.exists() else b""
     if existing and not existing.endswith(b"\n"):
         existing += b"\n"  # a line cut short by someone else stays separate from ours
     line = history_line(results, commit=commit, recorded_at=recorded_at)

@@ -243,6 +243,8 @@ def _check_paired(paired, where):
         raise UserError(f"{where}: field 'verdict' must be one of {', '.join(PAIRED_VERDICTS)}, "
                         f"got {_short(verdict)}")
     _field(paired, "reason", (str,), where, required=False)
+    if paired.get("rule") is not None:
+        _check_rule(paired["rule"], where)
     for key in ("ratio", "low", "high"):
         value = paired.get(key)
         if value is None:
@@ -252,6 +254,56 @@ def _check_paired(paired, where):
         if isinstance(value, bool) or not isinstance(value, _NUM) or not 0 < value <= MAX_RATIO:
             raise UserError(f"{where}: field '{key}' must be a number above 0 and at most {MAX_RATIO:g}, "
                             f"got {_short(value)}")
+
+
+# The rule's fields the comment prints, each with its type and the range that prints sensibly; the rest
+# of a recorded rule (looks, budgets) is kept as written and read by nothing.
+RULE_FIELDS = {
+    "min_effect": (_NUM, 0, 1), "confidence": (_NUM, 0, 1), "trim": (_NUM, 0, 0.5),
+    "max_rounds": ((int,), 1, MAX_COUNT),
+}
+
+
+def _check_rule(rule, where):
+    """A case's recorded head-vs-base rule: a mapping holding the fields the comment prints."""
+    if not isinstance(rule, dict):
+        raise UserError(f"{where}: field 'rule' must be a mapping, got {_short(rule)}")
+    if not rule:  # results of older runs: the default rule is printed
+        return
+    for key, (types, low, high) in RULE_FIELDS.items():
+        if key not in rule:
+            raise UserError(f"{where}.rule: missing field '{key}'")
+        value = rule[key]
+        if isinstance(value, bool) or not isinstance(value, types) or not low <= value <= high:
+            kind = "an integer" if types == (int,) else "a number"
+            raise UserError(f"{where}.rule: field '{key}' must be {kind} between {low} and {high}, "
+                            f"got {_short(value)}")
+
+
+def _check_machine(machine, where):
+    """The run's machine record, as far as the comment reads it: the preflight check's outcome and the
+    driver's notes."""
+    where = f"{where}: machine"
+    preflight = _field(machine, "preflight", (dict,), where, required=False)
+    if preflight is not None:
+        at = f"{where}.preflight"
+        _field(preflight, "quiet", (bool,), at, required=False)
+        waited = _field(preflight, "waited_s", _NUM, at, required=False)
+        if waited is not None and not 0 <= waited <= MAX_SECONDS:
+            raise UserError(f"{at}: field 'waited_s' must be between 0 and {MAX_SECONDS:g} seconds, "
+                            f"got {_short(waited)}")
+        _strings(preflight, "reasons", at)
+    driver = _field(machine, "driver", (dict,), where, required=False)
+    if driver is not None:
+        _strings(driver, "notes", f"{where}.driver")
+    return machine
+
+
+def _strings(data, key, where):
+    values = _field(data, key, (list,), where, required=False)
+    for i, value in enumerate(values or []):
+        if not isinstance(value, str):
+            raise UserError(f"{where}: field '{key}[{i}]' must be text, got {_short(value)}")
 
 
 def _confirmation(data, where):
@@ -408,8 +460,13 @@ def results_from_dict(data, where="results"):
         builds=_builds(data, where),
         cancelled=_field(data, "cancelled", (bool,), where, required=False, default=False),
         baseline_missing=_field(data, "baseline_missing", (str,), where, required=False),
-        machine=_field(data, "machine", (dict,), where, required=False),
+        machine=_machine(data, where),
     )
+
+
+def _machine(data, where):
+    machine = _field(data, "machine", (dict,), where, required=False)
+    return None if machine is None else _check_machine(machine, where)
 
 
 def _disturbance(data, where):

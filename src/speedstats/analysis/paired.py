@@ -39,6 +39,15 @@ TOO_FEW = "too few rounds"
 STOP_REASONS = (SHOWN, FUTILE, ROUNDS_BUDGET, TIME_BUDGET, FIXED, TOO_FEW)
 
 
+# What a rule may ask for: every look judges all the ratios so far, so the rounds bound the work of
+# judging (a thousand rounds a build is hours of measuring and well under a second of judging), and the
+# time after the first look is at most a day.
+MAX_ROUNDS = 1000
+MAX_FUTILITY_Z = 10
+MAX_EXTRA_FACTOR = 100
+MAX_EXTRA_S = 86400
+
+
 @dataclass(frozen=True)
 class SequentialRule:
     """The head-vs-base rule's parameters (the suite's `head_vs_base:` mapping; defaults documented in
@@ -107,14 +116,15 @@ class SequentialRule:
             ("min_effect", 0 < self.min_effect < 1, "between 0 and 1"),
             ("confidence", 0.5 <= self.confidence < 1, "at least 0.5 and below 1"),
             ("trim", 0 <= self.trim <= 0.25, "between 0 and 0.25"),
-            ("first_rounds", self.first_rounds >= stats.MIN_ROUNDS_FOR_INTERVAL,
-             f"at least {stats.MIN_ROUNDS_FOR_INTERVAL}"),
-            ("step_rounds", self.step_rounds >= 1, "at least 1"),
+            ("first_rounds", stats.MIN_ROUNDS_FOR_INTERVAL <= self.first_rounds <= MAX_ROUNDS,
+             f"between {stats.MIN_ROUNDS_FOR_INTERVAL} and {MAX_ROUNDS}"),
+            ("step_rounds", 1 <= self.step_rounds <= MAX_ROUNDS, f"between 1 and {MAX_ROUNDS}"),
             ("max_rounds", self.max_rounds >= self.first_rounds, "at least first_rounds"),
-            ("confirm_rounds", self.confirm_rounds >= 0, "not negative"),
-            ("futility_z", self.futility_z >= 0, "not negative"),
-            ("extra_factor", self.extra_factor >= 0, "not negative"),
-            ("max_extra_s", self.max_extra_s >= 0, "not negative"),
+            ("max_rounds", self.max_rounds <= MAX_ROUNDS, f"at most {MAX_ROUNDS}"),
+            ("confirm_rounds", 0 <= self.confirm_rounds <= MAX_ROUNDS, f"between 0 and {MAX_ROUNDS}"),
+            ("futility_z", 0 <= self.futility_z <= MAX_FUTILITY_Z, f"between 0 and {MAX_FUTILITY_Z}"),
+            ("extra_factor", 0 <= self.extra_factor <= MAX_EXTRA_FACTOR, f"between 0 and {MAX_EXTRA_FACTOR}"),
+            ("max_extra_s", 0 <= self.max_extra_s <= MAX_EXTRA_S, f"between 0 and {MAX_EXTRA_S}"),
             ("single_round_threshold", 0 < self.single_round_threshold < 1, "between 0 and 1"),
         ]
         for name, ok, expected in problems:

@@ -15,7 +15,7 @@ import re
 import sys
 
 from speedstats.errors import UserError
-from speedstats.github.markers import SPEED_ALERT, make_marker, parse_marker
+from speedstats.github.markers import MAX_COMMENT_CHARS, SPEED_ALERT, fit_body, make_marker, parse_marker
 
 ALERT_TEMPLATE = "matrix_alert.md.j2"
 OFF, AUTHOR = "off", "author"
@@ -37,13 +37,27 @@ def parse_notify(value, where="--notify-on-flip"):
 
 
 def render_alert(head_sha, failures, comment_url, run_url, run_id, mentions=(), resolved=False,
-                 failed_head_sha=None):
+                 failed_head_sha=None, omitted=0):
     from speedstats.render import render_template
 
     return render_template(ALERT_TEMPLATE, {
         "mentions": list(mentions), "resolved": resolved, "head_sha": head_sha,
         "failed_head_sha": failed_head_sha or head_sha, "failures": failures, "comment_url": comment_url,
-        "run_url": run_url, "run_id": run_id})
+        "run_url": run_url, "run_id": run_id, "omitted": omitted})
+
+
+def fit_alert(head_sha, failures, comment_url, run_url, run_id, mentions, marker_text,
+              limit=MAX_COMMENT_CHARS):
+    """The alert and its marker within GitHub's limit: fewer lines per GPU until it fits (the links and
+    every GPU's name kept, the lines left out counted), cut as any comment is only past that."""
+    total = sum(len(f["lines"]) for f in failures)
+    for per_gpu in range(max((len(f["lines"]) for f in failures), default=0), -1, -1):
+        kept = [{"gpu": f["gpu"], "lines": f["lines"][:per_gpu]} for f in failures]
+        omitted = total - sum(len(f["lines"]) for f in kept)
+        body = render_alert(head_sha, kept, comment_url, run_url, run_id, mentions=mentions, omitted=omitted)
+        if len(body) + len(marker_text) <= limit:
+            return body + marker_text
+    return fit_body(body, marker_text, limit)
 
 
 def _own_alerts(comments, author, state):
@@ -65,10 +79,10 @@ def announce(client, target, outcome, verdict, rows, logins, author, run_url):
     if verdict == "fail" and previous in ("pass", "incomplete") and not open_alerts and logins is not None:
         failures = [{"gpu": row.gpu, "lines": row.failures[:MAX_LINES_PER_GPU]}
                     for row in rows if row.failures]
-        body = render_alert(target.head_sha, failures, comment_url, run_url, target.run_id,
-                            mentions=[login for login in logins if login])
-        full = body + make_marker(SPEED_ALERT, head=target.head_sha, run=target.run_id, state=OPEN,
-                                  gpus=",".join(f["gpu"] for f in failures)).render()
+        marker = make_marker(SPEED_ALERT, head=target.head_sha, run=target.run_id, state=OPEN,
+                             gpus=",".join(f["gpu"] for f in failures)).render()
+        full = fit_alert(target.head_sha, failures, comment_url, run_url, target.run_id,
+                         [login for login in logins if login], marker)
         created = client.create_comment(target, full,
                                         lambda cs: next((c for c in cs if c.body == full), None))
         client.notice(f"{target}: the verdict turned from {previous} to fail; alert comment {created.id}")

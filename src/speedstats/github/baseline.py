@@ -13,15 +13,18 @@ run that follows measures without a baseline, its comment saying why in one line
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from speedstats import actions_io
 from speedstats.errors import UserError
+from speedstats.fsutil import ensure_dir
 from speedstats.github import context
 from speedstats.github.client import Gone
 from speedstats.github.options import add_common_options
@@ -35,6 +38,7 @@ MAX_EXTRACTED_BYTES = 16 << 30
 MAX_WHEELS = 64
 DOWNLOAD_DEADLINE_S = 1800.0
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
+TEMP_PREFIX = ".baseline-"  # the download and the wheels being extracted, inside --dest
 
 
 def register(subparsers):
@@ -86,19 +90,43 @@ def extract_wheels(archive_path, dest, where):
             raise UserError(f"{where}: refusing a wheel named {bad[0]!r}")
         if len(set(names)) != len(names):
             raise UserError(f"{where}: two wheels share a file name")
-        dest.mkdir(parents=True, exist_ok=True)
+        # Extracted whole into a folder of its own first: the old wheels are replaced only by a
+        # complete set, and a wheel that fails leaves nothing behind.
+        staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=dest))
+        try:
+            for info, name in zip(wheels, names):
+                with archive.open(info) as src, open(staging / name, "wb") as out:
+                    # never more than the header says: a lying header cannot fill the disk
+                    copied = _copy_bounded(src, out, info.file_size)
+                if copied != info.file_size:
+                    raise UserError(f"{where}: {name} is not the size its header says")
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise UserError(f"{where}: a corrupt archive: {exc}") from None
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    try:
         for stale in dest.glob("*.whl"):
             stale.unlink()
         paths = []
-        for info, name in zip(wheels, names):
-            path = dest / name
-            with archive.open(info) as src, open(path, "wb") as out:
-                # never more than the header says: a lying header cannot fill the disk
-                copied = _copy_bounded(src, out, info.file_size)
-            if copied != info.file_size:
-                raise UserError(f"{where}: {name} is not the size its header says")
-            paths.append(path)
+        for name in names:
+            os.replace(staging / name, dest / name)
+            paths.append(dest / name)
+    except OSError as exc:
+        raise UserError(f"{dest}: cannot put the wheels in place: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return paths
+
+
+def clear_leftovers(dest):
+    """Remove what an earlier fetch that was killed left in dest (its download, its extracted wheels)."""
+    for path in dest.glob(f"{TEMP_PREFIX}*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _copy_bounded(src, out, limit):
@@ -146,8 +174,13 @@ def fetch_baseline_command(args):
                                             option="--artifact", run_text=f"run {found.id} ({on})",
                                             limit_text=str(MAX_ARCHIVE_BYTES),
                                             expired_hint=f" (rerun the build on {branch!r})")
-            dest.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(prefix=".baseline-", suffix=".zip", dir=dest) as archive:
+            ensure_dir(dest, "--dest folder")
+            clear_leftovers(dest)
+            try:
+                download = tempfile.NamedTemporaryFile(prefix=TEMP_PREFIX, suffix=".zip", dir=dest)  # noqa: SIM115
+            except OSError as exc:
+                raise UserError(f"{dest}: cannot write in the --dest folder: {exc.strerror or exc}") from None
+            with download as archive:
                 client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES, sink=archive,
                                 deadline_s=DOWNLOAD_DEADLINE_S, own_deadline=True)
                 archive.flush()

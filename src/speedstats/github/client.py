@@ -38,6 +38,10 @@ TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
 REQUEST_DEADLINE_ENV = "SPEEDSTATS_GITHUB_REQUEST_DEADLINE"
 COMMAND_DEADLINE_ENV = "SPEEDSTATS_GITHUB_DEADLINE"
 DEFAULT_COMMAND_DEADLINE_S = 300.0
+# No deadline is longer than a week (no job runs that long) and no time scale above 1000: beyond them the
+# timers and sleeps overflow.
+MAX_DEADLINE_S = 7 * 86400.0
+MAX_TIME_SCALE = 1000.0
 # Who posts with the Actions GITHUB_TOKEN; GET /user answers 403 for it (and for any app installation token).
 ACTIONS_BOT_LOGIN = "github-actions[bot]"
 
@@ -81,12 +85,13 @@ class RetryPolicy:
         """The policy from $SPEEDSTATS_GITHUB_*; command_deadline_s (--github-deadline) wins over one."""
         env = os.environ if environ is None else environ
         values = {}
-        for name, key, positive in ((TIME_SCALE_ENV, "time_scale", False),
-                                    (REQUEST_DEADLINE_ENV, "request_deadline_s", True),
-                                    (COMMAND_DEADLINE_ENV, "command_deadline_s", True)):
+        limits = ((TIME_SCALE_ENV, "time_scale", False, MAX_TIME_SCALE),
+                  (REQUEST_DEADLINE_ENV, "request_deadline_s", True, MAX_DEADLINE_S),
+                  (COMMAND_DEADLINE_ENV, "command_deadline_s", True, MAX_DEADLINE_S))
+        for name, key, positive, maximum in limits:
             raw = env.get(name)
             if raw:
-                values[key] = _seconds(raw, name, positive)
+                values[key] = _seconds(raw, name, positive, maximum)
         if command_deadline_s is not None:
             values["command_deadline_s"] = command_deadline_s
         return cls(**values)
@@ -138,13 +143,15 @@ class ArtifactInfo:
     download_url: str
 
 
-def _seconds(raw, name, positive):
+def _seconds(raw, name, positive, maximum):
     try:
         value = float(raw)
     except ValueError:
         raise UserError(f"{name}: must be a number, got {raw!r}") from None
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise UserError(f"{name}: must be a {'positive' if positive else 'non-negative'} number, got {raw!r}")
+    if value > maximum:
+        raise UserError(f"{name}: must be at most {maximum:g}, got {raw!r}")
     return value
 
 

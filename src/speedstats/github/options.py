@@ -6,7 +6,7 @@ then declares its own flags. No command imports another's flags.
 
 import argparse
 
-from speedstats.github.client import COMMAND_DEADLINE_ENV, DEFAULT_COMMAND_DEADLINE_S
+from speedstats.github.client import COMMAND_DEADLINE_ENV, DEFAULT_COMMAND_DEADLINE_S, MAX_DEADLINE_S
 from speedstats.github.context import DEFAULT_API_URL
 
 AUTHOR_HELP = ("the login whose comments are the bot's (default: the token's own login from GET /user; "
@@ -51,6 +51,8 @@ def _deadline(text):
         raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    if value > MAX_DEADLINE_S:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DEADLINE_S:g} seconds (a week), got {text!r}")
     return value
 
 

@@ -15,6 +15,7 @@ short new comment says so (alerts.py).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ REPORT_TEMPLATE = "matrix_report.md.j2"
 PASSED, FAILED, MISSING, CANCELLED = "passed", "failed", "missing", "cancelled"
 STATES = (PASSED, FAILED, MISSING, CANCELLED)
 DETAILS_LIMIT = 300
+MAX_ATTEMPT = 1000  # GitHub re-runs a workflow run at most 50 times
 _JOB_FAILED = ("failure", "timed_out", "startup_failure")
 
 
@@ -227,7 +229,7 @@ def register(subparsers):
     source.add_argument("--from-run", action="store_true",
                         help="download the shards of run --run-id (default: the triggering workflow_run) "
                              "through the API, each checked against the run (for forks)")
-    p.add_argument("--attempt", type=int, metavar="N",
+    p.add_argument("--attempt", type=_attempt, metavar="N",
                    help="the run's attempt (default: $GITHUB_RUN_ATTEMPT; with --from-run, the run's)")
     p.add_argument("--job-name", default=shards.DEFAULT_JOB_NAME, metavar="FORMAT",
                    help="the matrix jobs' names, {gpu} for the key (default: %(default)r); their states "
@@ -263,7 +265,19 @@ def _server_url(api_url):
     return "https://github.com" if api_url == context.DEFAULT_API_URL else api_url
 
 
+def _attempt(text):
+    """An argparse type: a run's attempt, 1 to MAX_ATTEMPT."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_ATTEMPT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_ATTEMPT}, got {text!r}")
+    return value
+
+
 def report_command(args):
+    shards.check_job_name(args.job_name)
     gpus = _gpus(args)
     mentions = alerts.parse_notify(args.notify_on_flip)
     event = actions_io.read_event()

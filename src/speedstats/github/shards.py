@@ -29,7 +29,7 @@ from speedstats import results as results_model
 from speedstats.actions_io import check_repo, check_sha
 from speedstats.bundle import MAX_ARCHIVE_BYTES, _text, read_artifact_dir, read_artifact_zip
 from speedstats.errors import UserError
-from speedstats.fsutil import write_atomic
+from speedstats.fsutil import ensure_dir, read_bytes, write_atomic
 from speedstats.text import one_line
 
 SCHEMA = "speedstats/shard/v1"
@@ -104,6 +104,13 @@ def _positive(value, where):
 # -- writing: `speedstats shard` in the matrix job ----------------------------------------------------------
 
 
+def _remove(path):
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot remove the stale shard file: {exc.strerror or exc}") from None
+
+
 def write_shard(directory, gpu, status, out_dir, identity, run_attempt):
     """Pack out_dir's results.json and comment.md (either may be missing) as a shard folder."""
     check_gpu(gpu)
@@ -121,20 +128,20 @@ def write_shard(directory, gpu, status, out_dir, identity, run_attempt):
     results_path, body_path = out_dir / RESULTS_NAME, out_dir / BODY_NAME
     if results_path.is_file():
         try:
-            results_text = _text(results_path.read_bytes(), RESULTS_NAME, str(out_dir))
+            results_text = _text(read_bytes(results_path, "results file"), RESULTS_NAME, str(out_dir))
             results_model.loads(results_text, where=str(results_path))
         except UserError as exc:
             results_text, error = None, one_line(f"unreadable results: {exc}", 300)
     else:
         error = f"no {RESULTS_NAME}: the benchmark stopped before writing results"
     if results_text is not None and body_path.is_file():
-        body = _text(body_path.read_bytes(), BODY_NAME, str(out_dir)) or None
-    directory.mkdir(parents=True, exist_ok=True)
+        body = _text(read_bytes(body_path, "comment body"), BODY_NAME, str(out_dir)) or None
+    ensure_dir(directory, "shard folder (--dir)")
     for name, text in ((RESULTS_NAME, results_text), (BODY_NAME, body)):
         if text is not None:
             write_atomic(directory / name, text)
         elif (directory / name).exists():  # a reused self-hosted workspace: no stale file may pass
-            (directory / name).unlink()
+            _remove(directory / name)
     manifest = {"schema": SCHEMA, "gpu": gpu, "repo": repo, "pr_number": pr_number, "head_sha": head_sha,
                 "run_id": run_id, "run_attempt": run_attempt, "status": status, "error": error,
                 "results": RESULTS_NAME if results_text is not None else None,
@@ -309,9 +316,25 @@ def latest_per_gpu(shards, jobs_by_gpu, max_attempt):
     return by_gpu
 
 
+def check_job_name(job_name, where="--job-name"):
+    """The matrix jobs' name: text with `{gpu}` where the key goes, and no other field ({{ and }} are
+    braces), so filling it in is plain substitution."""
+    import string
+
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(job_name)
+                  if name is not None]
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc} in {job_name!r} (write {{{{ and }}}} for braces)") from None
+    if not fields or any(field != ("gpu", "", None) for field in fields):
+        raise UserError(f"{where}: must hold {{gpu}} where the GPU key goes and no other {{...}} field "
+                        f"(write {{{{ and }}}} for braces), got {job_name!r}")
+    return job_name
+
+
 def jobs_by_gpu(jobs, gpus, job_name=DEFAULT_JOB_NAME):
     """{gpu: JobInfo} of the matrix jobs, matched by name (job_name with {gpu} filled in)."""
-    wanted = {job_name.format(gpu=gpu): gpu for gpu in gpus}
+    wanted = {check_job_name(job_name).format(gpu=gpu): gpu for gpu in gpus}
     found = {}
     for job in jobs:
         gpu = wanted.get(job.name)
