@@ -190,7 +190,8 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
                                     templates_dir)
     if machine_notes:  # right after the block: a disturbed machine is said before anything else
         body = f"{body}\n\n{machine_notes}"
-    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict), templates_dir)
+    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict, show_memory),
+                            templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
     return body
@@ -293,9 +294,45 @@ def machine_notes_context(results, suite=None):
     }
 
 
-def speed_stats_notes_context(results, verdict):
-    """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations and the
-    builds line; verdict is verdicts.judge's for these results."""
+MEMORY_KIND_WORDS = {"rss-tree": "resident memory of the process tree",
+                     "nvml-tree": "GPU memory of the process tree"}
+
+
+def _mib(value):
+    return f"{value / verdicts.MIB:.0f} MiB"
+
+
+def memory_lines(results, verdict, show_memory=False):
+    """The memory lines after the block: with a baseline, one per case whose head and base both have a
+    sampled peak (the change, and whether it is a regression); without one, with show_memory, one per
+    case with each framework's sampled peak."""
+    lines = []
+    if verdict.memory:
+        for m in verdict.memory:
+            change = f"{m.change_bytes / verdicts.MIB:+.0f} MiB ({m.change_pct:+.1f}%)"
+            if m.verdict == verdicts.MEMORY_REGRESSION:
+                said = "regression" if m.judged else "regression (reported, not judged)"
+                mark = verdicts.FAIL_MARK if m.judged else verdicts.WARN_MARK
+            else:
+                said, mark = f"within {m.threshold_bytes / verdicts.MIB:.0f} MiB", ""
+            lines.append(f"{mark}{_cell(m.case_id)} memory: OneFlow {_mib(m.head_bytes)}, base "
+                         f"{_mib(m.base_bytes)}, {change} {said}")
+        return lines
+    if not show_memory:
+        return lines
+    for case in results.cases:
+        figures = [f"{LABELS.get(role, role)} {_mib(fw.sampled_peak_bytes)}"
+                   for role, fw in case.frameworks.items() if fw.ok and fw.sampled_peak_bytes]
+        kinds = {fw.sampled_memory_kind for fw in case.frameworks.values() if fw.ok and fw.sampled_peak_bytes}
+        if figures and len(kinds) == 1:
+            lines.append(f"{_cell(case.id)} peak {MEMORY_KIND_WORDS.get(kinds.pop(), 'memory')}: "
+                         f"{', '.join(figures)}")
+    return lines
+
+
+def speed_stats_notes_context(results, verdict, show_memory=False):
+    """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations, memory
+    lines and the builds line; verdict is verdicts.judge's for these results."""
     with_base = verdicts.with_baseline(results)
     rows = [_paired_row(c, row) for c, row in zip(results.cases, verdict.head_vs_base)]
     confirmed, cleared = [], []
@@ -319,6 +356,7 @@ def speed_stats_notes_context(results, verdict):
     baseline_missing = _cell(results.baseline_missing) if results.baseline_missing and not rows else None
     return {
         "rows": rows, "likely": likely, "confirmed": confirmed, "cleared": cleared, "builds": builds,
+        "memory": memory_lines(results, verdict, show_memory),
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,

@@ -58,6 +58,11 @@ class SequentialRule:
     max_extra_s: float = 600.0  # ... and at most this many seconds
     # The plain percentage below 3 rounds (results of old runs).
     single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
+    # A head holding more than max(memory_threshold_pct %, memory_threshold_mib MiB) over its base's peak
+    # memory is a memory regression: it fails the job ("judge") or is only said ("report").
+    memory: str = field(default="judge", metadata={"choices": ("judge", "report")})
+    memory_threshold_pct: float = 2.0
+    memory_threshold_mib: float = 64.0
 
     @property
     def looks(self):
@@ -116,6 +121,8 @@ class SequentialRule:
             ("extra_factor", self.extra_factor >= 0, "not negative"),
             ("max_extra_s", self.max_extra_s >= 0, "not negative"),
             ("single_round_threshold", 0 < self.single_round_threshold < 1, "between 0 and 1"),
+            ("memory_threshold_pct", self.memory_threshold_pct >= 0, "not negative"),
+            ("memory_threshold_mib", self.memory_threshold_mib >= 0, "not negative"),
         ]
         for name, ok, expected in problems:
             if not ok:

@@ -360,9 +360,13 @@ class MachineWatch:
         self._before_start = self._all_gpu_pids()
 
     def started(self):
+        """The GPU pids that appeared since starting(): the worker's, as NVML reports them."""
+        new = set()
         if self._before_start is not None:
-            self.ours |= self._all_gpu_pids() - self._before_start
+            new = self._all_gpu_pids() - self._before_start
+            self.ours |= new
         self._before_start = None
+        return new
 
     def _all_gpu_pids(self):
         return {pid for procs in self.gpus.compute_pids().values() for pid in procs}

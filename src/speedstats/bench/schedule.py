@@ -27,6 +27,7 @@ import time
 
 from speedstats import machine
 from speedstats.analysis import paired as paired_analysis
+from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
 from speedstats.bench.workers import Worker, WorkerFailed
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
@@ -74,6 +75,24 @@ class ContenderRun:
     error: str | None = None  # why it has no figures
     memory: dict = dataclasses.field(default_factory=dict)  # done.json: peak memory and its kind
     imported: dict = dataclasses.field(default_factory=dict)  # ready.json: the framework's version, file
+    setup_s: float | None = None  # from the worker's start to ready.json: import, model, warm-up steps
+    gpu_pids: set = dataclasses.field(default_factory=set)  # its pids as NVML reported them at its start
+    # The largest sampled memory of its process tree over its timed rounds (bench.memory): rss_bytes,
+    # gpu_bytes (None on the CPU); empty when not sampled.
+    memory_peaks: dict = dataclasses.field(default_factory=dict)
+
+    def add_memory_peaks(self, peaks):
+        for key in ("rss_bytes", "gpu_bytes"):
+            if peaks.get(key) is not None:
+                self.memory_peaks[key] = max(self.memory_peaks.get(key) or 0, peaks[key])
+
+    def sampled_memory(self):
+        """(peak bytes, kind) of the figure judged: NVML's on CUDA, resident memory on the CPU."""
+        if self.memory_peaks.get("gpu_bytes") is not None:
+            return self.memory_peaks["gpu_bytes"], GPU_KIND
+        if self.memory_peaks.get("rss_bytes"):
+            return self.memory_peaks["rss_bytes"], RSS_KIND
+        return None, None
 
     @property
     def role(self):
@@ -219,9 +238,11 @@ class Scheduler:
         self.log(f"{label}: starting and warming up ({self.case.warmup} iterations)")
         try:
             self.watch.starting()
+            began = time.monotonic()
             run.worker.start()
             ready = run.worker.await_file("ready.json")
-            self.watch.started()  # GPU processes that appeared meanwhile are this worker's
+            run.setup_s = time.monotonic() - began
+            run.gpu_pids = self.watch.started() or set()  # GPU processes that appeared meanwhile: its own
             run.imported = ready.get("imported") or {}
             self.log(f"{label}: ready after {ready['setup_s']:.1f}s")
         except (WorkerFailed, OSError) as exc:
@@ -260,10 +281,25 @@ class Scheduler:
         state, judged disturbed or not)."""
         pids = run.worker.processes()
         before = self.watch.begin(pids)
-        report = run.worker.run_round()
+        sampler = self._memory_sampler(run, pids)
+        try:
+            report = run.worker.run_round()
+        finally:
+            if sampler is not None:
+                run.add_memory_peaks(sampler.stop())
         state = self.watch.end(before, pids)
         state["disturbed"] = machine.round_disturbance(state, self.suite.disturbance)
         return float(report["total_s"]), state
+
+    def _memory_sampler(self, run, pids):
+        """A started bench.memory.PeakSampler of the worker's tree, or None (the suite's memory_sampling
+        off)."""
+        if not getattr(self.suite, "memory_sampling", True):
+            return None
+        gpus = getattr(self.watch, "gpus", None)
+        on_gpu = self.setup.device == "cuda" and gpus is not None and gpus.nvml is not None
+        gpu_pids = gpus.compute_pids if on_gpu else None
+        return PeakSampler(pids, gpu_pids=gpu_pids, host_pids=run.gpu_pids).start()
 
     def _finish(self, run):
         if run.error:
