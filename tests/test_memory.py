@@ -274,3 +274,26 @@ def test_a_bad_memory_or_warm_up_figure_is_named(key, value, message):
     with pytest.raises(UserError, match=message):
         results_from_dict(data)
 
+
+
+def test_the_history_carries_the_peaks_and_trend_draws_them_below_the_times(tmp_path):
+    pytest.importorskip("matplotlib")
+    from speedstats.analysis.trend import draw_trends
+    from speedstats.history import append_history, read_history
+
+    path = tmp_path / "history.jsonl"
+    older = with_base(1100, 1100)
+    for fw in older.cases[0].frameworks.values():
+        fw.sampled_peak_bytes = fw.sampled_memory_kind = None  # a run before memory was sampled
+    append_history(path, older, commit="a" * 40)
+    append_history(path, with_base(1100, 1100, pytorch_mib=700), commit="b" * 40)
+    append_history(path, with_base(1228, 1100, pytorch_mib=705), commit="c" * 40)
+    entries, problems = read_history(path)
+    assert problems == []
+    assert entries[2].results.cases[0].frameworks["oneflow"].sampled_peak_bytes == 1228 * MIB
+    (plot,), _ = draw_trends(entries, tmp_path / "trend")
+    times, peaks = plot.figure.axes
+    assert times.get_ylabel() == "time per iteration (ms)" and peaks.get_ylabel() == "peak memory (MiB)"
+    oneflow, pytorch = (line.get_ydata() for line in peaks.get_lines())
+    assert oneflow[0] != oneflow[0] and list(oneflow[1:]) == [1100, 1228]
+    assert list(pytorch[1:]) == [700, 705]
