@@ -297,3 +297,17 @@ def test_the_history_carries_the_peaks_and_trend_draws_them_below_the_times(tmp_
     oneflow, pytorch = (line.get_ydata() for line in peaks.get_lines())
     assert oneflow[0] != oneflow[0] and list(oneflow[1:]) == [1100, 1228]
     assert list(pytorch[1:]) == [700, 705]
+
+
+def test_results_json_says_what_a_case_could_resolve_and_older_readers_ignore_it():
+    from speedstats.analysis.paired import judge_paired
+
+    results = with_base(1100, 1100)
+    base = [0.2] * 10
+    head = [0.2 * r for r in (1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.02, 0.98)]
+    results.cases[0].paired = judge_paired(head, base)
+    paired = results.cases[0].paired
+    expected = 1.04 * (paired.high / paired.low) ** 0.5 - 1
+    assert results.to_dict()["cases"][0]["paired"]["resolvable"] == pytest.approx(expected)
+    assert 0.04 < expected < 0.08
+    assert results_from_dict(results.to_dict()).cases[0].paired.resolvable == pytest.approx(expected)

@@ -223,6 +223,9 @@ def _paired_row(case, row):
         "change": _percent(row.ratio), "low": _percent(row.low), "high": _percent(row.high),
         "verdict": row.verdict, "leaning": row.leaning, "rounds": row.rounds, "text": _cell(row.text),
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
+        "resolvable": (None if case.paired is None or case.paired.resolvable is None
+                       or row.verdict not in ("no change", "inconclusive")
+                       else case.paired.resolvable * 100),
     }
 
 

@@ -138,7 +138,11 @@ class Results:
         return [c for c in self.cases if c.failure]
 
     def to_dict(self):
-        return asdict(self)
+        data = asdict(self)
+        for case, record in zip(self.cases, data["cases"]):
+            if case.paired is not None:  # the smallest change its rounds could show, not read back
+                record["paired"]["resolvable"] = case.paired.resolvable
+        return data
 
     def to_json(self):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"

@@ -211,8 +211,17 @@ class PairedVerdict:
     def noise_estimate(self):
         return self.low is not None
 
+    @property
+    def resolvable(self):
+        """The smallest change these rounds could have shown (as a fraction, 0.09): a head that much
+        slower, with the interval as wide as this one, has its whole interval beyond the band. None
+        without an interval."""
+        if self.low is None or self.high is None or self.low <= 0:
+            return None
+        return (1 + self.min_effect) * math.sqrt(self.high / self.low) - 1
+
     def to_dict(self):
-        return asdict(self)
+        return dict(asdict(self), resolvable=self.resolvable)  # resolvable: written for the reader, not read
 
     @classmethod
     def from_dict(cls, data):
