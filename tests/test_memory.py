@@ -264,7 +264,7 @@ def test_results_json_keeps_the_memory_warm_up_and_throughput_figures():
 @pytest.mark.parametrize("key, value, message", [
     ("sampled_peak_bytes", -1, "field 'sampled_peak_bytes' must not be negative"),
     ("setup_s", 0, "field 'setup_s' must be above zero"),
-    ("images_per_s", -3.0, "field 'images_per_s' must be a number above 0"),
+    ("images_per_s", -3.0, "field 'images_per_s' must be a number from 0"),
 ])
 def test_a_bad_memory_or_warm_up_figure_is_named(key, value, message):
     from speedstats.errors import UserError
@@ -311,3 +311,35 @@ def test_results_json_says_what_a_case_could_resolve_and_older_readers_ignore_it
     assert results.to_dict()["cases"][0]["paired"]["resolvable"] == pytest.approx(expected)
     assert 0.04 < expected < 0.08
     assert results_from_dict(results.to_dict()).cases[0].paired.resolvable == pytest.approx(expected)
+
+
+class CountingGpu(dict):
+    """A stand-in NVML GPU whose energy counter goes up 5000 mJ at each read, or has none (before Volta)."""
+
+    def __init__(self, counter=True):
+        super().__init__(gpu(energy_mj=0 if counter else "NOT_SUPPORTED"))
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        if key == "energy_mj" and value != "NOT_SUPPORTED":
+            self["energy_mj"] = value + 5000
+        return value
+
+
+def test_energy_per_step_from_the_counter_and_null_without_one(tmp_path, nvml):
+    from test_schedule import HEAD, PYTORCH, Bench, suite
+
+    plan = {HEAD: [{"rounds": [1.0]}], PYTORCH: [{"rounds": [1.0]}]}
+    for name in ("with", "without"):
+        (tmp_path / name).mkdir()
+    nvml([CountingGpu(), CountingGpu()])
+    record = Bench(tmp_path / "with").run(suite(rounds=3, times=2), plan, device="cuda:0", quiet_wait_s=0)
+    # Two iterations a round (times), 5 J a round: one GPU of the run (cuda:0), read before and after it.
+    assert record.frameworks[HEAD].energy_per_step_j == 2.5
+    assert record.frameworks[PYTORCH].energy_per_step_j == 2.5
+    nvml([CountingGpu(counter=False)])
+    record = Bench(tmp_path / "without").run(suite(rounds=3, times=2), plan, device="cuda:0", quiet_wait_s=0)
+    assert record.frameworks[HEAD].energy_per_step_j is None
+    # The worker's own processes hold no GPU memory here: the GPU figure is 0, so none is recorded.
+    assert record.frameworks[HEAD].sampled_memory_kind == "rss-tree"
+    assert record.frameworks[HEAD].rss_peak_bytes > 0 and record.frameworks[HEAD].setup_s > 0

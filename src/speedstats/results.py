@@ -46,6 +46,9 @@ class FrameworkResult:
     rss_peak_bytes: int | None = None
     setup_s: float | None = None  # from the worker's start to its first timed round: import, model, warm-up
     images_per_s: float | None = None  # images per second at the median time per iteration
+    # The median over rounds of at least a second of the GPUs' energy counter's increase per iteration
+    # (NVML, Volta and newer; null on the CPU and older GPUs).
+    energy_per_step_j: float | None = None
     imported: dict | None = None  # the framework module its worker imported: version, file
     error: str | None = None
     # The machine's state around each round of rounds_s (see bench.machine_state), and the disturbed
@@ -211,10 +214,11 @@ def check_framework(fw, kind, where):
             raise UserError(f"{where}: field '{key}' must not be negative, got {getattr(fw, key)}")
     if fw.setup_s is not None:
         fw.setup_s = check_seconds(fw.setup_s, "setup_s", where)
-    rate = fw.images_per_s
-    if rate is not None and not (math.isfinite(float(rate)) and 0 < rate <= MAX_RATIO):
-        raise UserError(f"{where}: field 'images_per_s' must be a number above 0 and at most {MAX_RATIO:g}, "
-                        f"got {_short(rate)}")
+    for key in ("images_per_s", "energy_per_step_j"):
+        value = getattr(fw, key)
+        if value is not None and not (math.isfinite(float(value)) and 0 <= value <= MAX_RATIO):
+            raise UserError(f"{where}: field '{key}' must be a number from 0 to {MAX_RATIO:g}, "
+                            f"got {_short(value)}")
     if None not in (fw.total_s, fw.per_iter_s, fw.times):
         expected = fw.total_s / fw.times
         # per_iter_s may differ from total_s / times by half the last printed digit (parse reads them back)
@@ -321,6 +325,7 @@ def framework_from_dict(data, where, kind=None):
         rss_peak_bytes=_field(data, "rss_peak_bytes", (int,), where, required=False),
         setup_s=_field(data, "setup_s", _NUM, where, required=False),
         images_per_s=_field(data, "images_per_s", _NUM, where, required=False),
+        energy_per_step_j=_field(data, "energy_per_step_j", _NUM, where, required=False),
         imported=_field(data, "imported", (dict,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
         round_states=_field(data, "round_states", (list,), where, required=False, default=[]),

@@ -1,6 +1,7 @@
 """A case's record in results.json from what its contenders measured (schedule.ContenderRun)."""
 
 import dataclasses
+import statistics
 
 from speedstats.analysis.stats import spread
 from speedstats.casekinds import case_kind
@@ -36,6 +37,7 @@ def framework_result(run, case, plan):
         result.sampled_peak_bytes, result.sampled_memory_kind = run.sampled_memory()
         result.rss_peak_bytes = run.memory_peaks.get("rss_bytes") or None
         result.images_per_s = case.batch_size * case.world_size / result.per_iter_s
+        result.energy_per_step_j = statistics.median(run.energy_j) if run.energy_j else None
     if run.setup_s:
         result.setup_s = run.setup_s
     result.round_states = list(run.states) if result.ok else []

@@ -282,6 +282,19 @@ class Gpus:
             found.append(record)
         return found
 
+    def energy_mj(self):
+        """The sum of the run's GPUs' total energy counters (millijoules since the driver loaded), or None
+        when a GPU has none (before Volta) or there is no NVML."""
+        if self.nvml is None or not self.handles:
+            return None
+        total = 0
+        for handle in self.handles.values():
+            value, _ = self.query(self.nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+            if value is None:
+                return None
+            total += value
+        return total
+
     def compute_pids(self):
         """{index: {pid: used memory bytes or None}} of the compute processes on each GPU now."""
         found = {}

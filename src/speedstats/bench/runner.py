@@ -75,6 +75,7 @@ def merged_with_confirmation(first, second):
         imported=first.imported,
         setup_s=first.setup_s,
         memory_peaks=dict(first.memory_peaks),
+        energy_j=first.energy_j + (second.energy_j if kept else []),
     )
     if kept:
         merged.add_memory_peaks(second.memory_peaks)
