@@ -208,19 +208,27 @@ def notes(body):
     return body.split("</details>", 1)[1]
 
 
+WARM_UP = ("Warm-up, from the worker's start to its first timed round (one start each, not judged): "
+           "resnet50-bs2 12.5s, base 12.5s (+0.0%)")
+
+
+def memory_part(results, suite):
+    """The part of the notes with the memory and warm-up lines: between the table and the builds line."""
+    return notes(render_speed_stats(results, suite, judge(results, suite))).split("\n\n")[-2]
+
+
 def test_the_memory_line_after_the_block_gives_the_signed_change_byte_for_byte():
+    assert memory_part(with_base(1228, 1100), Suite()) == (
+        "\u274c resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) regression\n"
+        + WARM_UP)
+    assert memory_part(with_base(1101, 1100), Suite()) == (
+        "resnet50-bs2 memory: OneFlow 1101 MiB, base 1100 MiB, +1 MiB (+0.1%) within 64 MiB\n" + WARM_UP)
+    assert memory_part(with_base(1228, 1100), Suite(memory="report")) == (
+        "\u26a0\ufe0f resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) "
+        "regression (reported, not judged)\n" + WARM_UP)
     results = with_base(1228, 1100)
-    body = render_speed_stats(results, Suite(), judge(results, Suite()))
-    assert ("\n\n\u274c resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) "
-            "regression\n\n") in notes(body)
-    results = with_base(1101, 1100)
-    body = render_speed_stats(results, Suite(), judge(results, Suite()))
-    assert "\n\nresnet50-bs2 memory: OneFlow 1101 MiB, base 1100 MiB, +1 MiB (+0.1%) within 64 MiB\n\n" \
-        in notes(body)
-    results = with_base(1228, 1100)
-    body = render_speed_stats(results, Suite(memory="report"), judge(results, Suite(memory="report")))
-    assert ("\n\n\u26a0\ufe0f resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) "
-            "regression (reported, not judged)\n\n") in notes(body)
+    results.cases[0].frameworks["oneflow"].setup_s = 15.0
+    assert memory_part(results, Suite()).endswith("resnet50-bs2 15.0s, base 12.5s (+20.0%)")
 
 
 def test_the_block_itself_is_unchanged_by_the_memory_lines():

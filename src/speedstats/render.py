@@ -16,7 +16,7 @@ import jinja2
 
 from speedstats import verdict as verdicts
 from speedstats.casekinds import case_id_for
-from speedstats.contenders import HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
+from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
 from speedstats.errors import UserError
 from speedstats.machine import DisturbanceSpec, unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
@@ -333,6 +333,23 @@ def memory_lines(results, verdict, show_memory=False):
     return lines
 
 
+def warmup_line(results, verdict):
+    """With a baseline: each case's warm-up (worker start to first timed round), head against base; one
+    start of each, so reported, never judged. None when no case has both."""
+    parts = []
+    for row in verdict.head_vs_base:
+        case = next(c for c in results.cases if c.id == row.case_id)
+        head, base = case.frameworks.get(HEAD), case.frameworks.get(BASE)
+        if head is None or base is None or not head.setup_s or not base.setup_s:
+            continue
+        parts.append(f"{_cell(case.id)} {head.setup_s:.1f}s, base {base.setup_s:.1f}s "
+                     f"({change_percent(head.setup_s / base.setup_s - 1):+.1f}%)")
+    if not parts:
+        return None
+    return "Warm-up, from the worker's start to its first timed round (one start each, not judged): " + \
+        "; ".join(parts)
+
+
 def speed_stats_notes_context(results, verdict, show_memory=False):
     """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations, memory
     lines and the builds line; verdict is verdicts.judge's for these results."""
@@ -359,7 +376,8 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
     baseline_missing = _cell(results.baseline_missing) if results.baseline_missing and not rows else None
     return {
         "rows": rows, "likely": likely, "confirmed": confirmed, "cleared": cleared, "builds": builds,
-        "memory": memory_lines(results, verdict, show_memory),
+        "memory": memory_lines(results, verdict, show_memory) + [
+            line for line in (warmup_line(results, verdict),) if line],
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
