@@ -98,7 +98,7 @@ def main():
             record = run(out / f"{name}-{i}", head, plain, sampling)
             runs[name].append(record)
             print(f"{name} {i + 1}/{args.runs}: exit {record['exit']}, memory change "
-                  f"{mib(record['change_bytes'])} (head {mib(record['head_bytes'])[1:]}), "
+                  f"{mib(record['change_bytes'])} (head {mib(record['head_bytes']).lstrip('+')}), "
                   f"memory regression {record['memory_regression']}, {record['wall_s']:.0f}s", flush=True)
     flagged = sum(r["memory_regression"] and r["exit"] == 1 for r in runs["held"])
     aa_changes = [r["change_bytes"] / MIB for r in runs["aa"] if r["change_bytes"] is not None]

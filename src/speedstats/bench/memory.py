@@ -21,7 +21,7 @@ import time
 from speedstats.bench import processes
 
 INTERVAL_S = 0.02
-REFRESH_S = 0.25  # how often the tree is looked for again (new dataloader workers, DDP ranks)
+REFRESH_S = 0.5  # how often the tree is looked for again (new dataloader workers, DDP ranks)
 RSS_KIND = "rss-tree"
 GPU_KIND = "nvml-tree"
 
