@@ -402,8 +402,8 @@ def annotate(verdict, progress):
             progress(annotation(slower, title, one_line(text, ANNOTATION_LIMIT)))
     for change in verdict.memory:
         if change.verdict == MEMORY_REGRESSION:
-            text = (f"{change.case_id}: OneFlow holds {change.change_bytes / MIB:+.0f} MiB "
-                    f"({change.change_pct:+.1f}%) more memory than the base build")
+            text = (f"{change.case_id}: OneFlow holds {change.change_bytes / MIB:.0f} MiB "
+                    f"({change.change_pct:.1f}%) more memory than the base build")
             level = "error" if change.judged else "warning"
             progress(annotation(level, f"speedstats {change.case_id}", one_line(text, ANNOTATION_LIMIT)))
 

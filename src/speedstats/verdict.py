@@ -273,8 +273,8 @@ def judge(results, suite):
     memory_regressions = [m.case_id for m in memory if m.verdict == MEMORY_REGRESSION]
     for m in memory:
         if m.verdict == MEMORY_REGRESSION and m.judged:
-            reasons.append(f"{m.case_id}: OneFlow holds {m.change_bytes / MIB:+.0f} MiB "
-                           f"({m.change_pct:+.1f}%) more memory than the base build")
+            reasons.append(f"{m.case_id}: OneFlow holds {m.change_bytes / MIB:.0f} MiB "
+                           f"({m.change_pct:.1f}%) more memory than the base build")
     error = one_line(results.error) if results.error else None
     if error:
         reasons.append(f"the speed job failed: {error}")

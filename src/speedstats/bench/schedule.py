@@ -32,10 +32,10 @@ from speedstats.bench.workers import Worker, WorkerFailed
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
 
-PAIR = (HEAD, BASE)
+PAIR = (HEAD, BASE)  # the head and the base: the contenders of the sequential rounds
 # NVML's energy counter moves in steps of its power samples (tens of ms): a round shorter than this
 # gives no energy figure.
-MIN_ENERGY_ROUND_S = 1.0  # the head and the base: the contenders of the sequential rounds
+MIN_ENERGY_ROUND_S = 1.0
 
 
 @dataclasses.dataclass
