@@ -226,6 +226,8 @@ def test_the_memory_line_after_the_block_gives_the_signed_change_byte_for_byte()
     assert memory_part(with_base(1228, 1100), Suite(memory="report")) == (
         "\u26a0\ufe0f resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) "
         "regression (reported, not judged)\n" + WARM_UP)
+    assert memory_part(with_base(1100 - 0.3, 1100), Suite()).startswith(
+        "resnet50-bs2 memory: OneFlow 1100 MiB, base 1100 MiB, +0 MiB (+0.0%) within 64 MiB\n")
     results = with_base(1228, 1100)
     results.cases[0].frameworks["oneflow"].setup_s = 15.0
     assert memory_part(results, Suite()).endswith("resnet50-bs2 15.0s, base 12.5s (+20.0%)")

@@ -312,7 +312,8 @@ def memory_lines(results, verdict, show_memory=False):
     lines = []
     if verdict.memory:
         for m in verdict.memory:
-            change = f"{m.change_bytes / verdicts.MIB:+.0f} MiB ({m.change_pct:+.1f}%)"
+            mib = round(m.change_bytes / verdicts.MIB) or 0  # never "-0"
+            change = f"{mib:+d} MiB ({change_percent(m.change_pct / 100):+.1f}%)"
             if m.verdict == verdicts.MEMORY_REGRESSION:
                 said = "regression" if m.judged else "regression (reported, not judged)"
                 mark = verdicts.FAIL_MARK if m.judged else verdicts.WARN_MARK
