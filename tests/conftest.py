@@ -46,6 +46,12 @@ def busy_wait_oneflow_wheel():
 
 
 @pytest.fixture(scope="session")
+def memory_oneflow_wheel():
+    """0.9.0+mem128: holds 128 MiB more from import on."""
+    return oneflow_builds.memory_oneflow_wheel(128)
+
+
+@pytest.fixture(scope="session")
 def oneflow_build_cache():
     """A build cache (speedstats.bench.builds' cache_dir) kept between sessions, so the heavy tests
     install each test build once per machine."""

@@ -49,6 +49,7 @@ def gpu(**overrides):
         "power_mw": 95_000,
         "power_limit_mw": 700_000,
         "processes": [],  # [(pid, used bytes)]
+        "energy_mj": 0,  # the total energy counter; "NOT_SUPPORTED" before Volta
         "persistence": 1,
         "pcie_gen": 5,
         "pcie_gen_max": 5,
@@ -111,6 +112,7 @@ def fake_nvml(gpus, driver="580.95.05", cuda=13000, init_error=None):
     nvml.nvmlDeviceGetMigMode = lambda h: answer(h["mig"])
     nvml.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: answer(h["ecc_uncorrected"])
     nvml.nvmlDeviceGetCudaComputeCapability = lambda h: answer(h["compute_capability"])
+    nvml.nvmlDeviceGetTotalEnergyConsumption = lambda h: answer(h["energy_mj"])
 
     def processes(h):
         answer(h["processes"])

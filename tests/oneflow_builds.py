@@ -11,6 +11,8 @@
 - busy_wait_oneflow_wheel(ms, drain): 0.9.0+sgdwaitMS, one place slowed: SGD.step busy-waits MS
   milliseconds in its own frame, once per training step (for the attribution of where a head got
   slower); with drain, 0.9.0+sgddrainMS, it first waits for OneFlow's queue, so the step is slower.
+- memory_oneflow_wheel(mib): 0.9.0+memMIB, which allocates MIB MiB at import and keeps it, every page
+  written, so the process holds that much more resident memory and nothing else changes.
 
 Each is made once into <repo>/.cache/test-builds/ (ignored by git): work happens in a temporary
 folder that is renamed into place when finished, under a file lock, so a finished folder is always
@@ -234,6 +236,29 @@ def slow_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):
     larger than 1x1), so a ResNet50 training step does proportionally more work: about 30% on the CPU
     at batch 2, 3x64x64 (benchmarks/slow_build_slowdown.py measures it)."""
     return _repack(cache, "slow", "slow", _slow_conv2d, python)
+
+
+_HELD_MEMORY = (
+    "\n# Test build 0.9.0+mem{mib}: {mib} MiB held from import on, every page written so that it is\n"
+    "# resident.\n"
+    "_test_build_held = bytearray({mib} * 1024 * 1024)\n"
+    "for _test_build_page in range(0, len(_test_build_held), 4096):\n"
+    "    _test_build_held[_test_build_page] = 1\n"
+)
+
+
+def memory_oneflow_wheel(mib, cache=DEFAULT_CACHE, python=sys.executable):
+    """0.9.0+memMIB: importing oneflow allocates MIB MiB (an integer, 1 to 65536) and holds it, each page
+    written, so the worker's process holds that much more resident memory."""
+    if not isinstance(mib, int) or not 1 <= mib <= 65536:
+        raise ValueError(f"mib must be an integer from 1 to 65536, got {mib!r}")
+
+    def hold(root):
+        init = root / "oneflow" / "__init__.py"
+        init.write_text(init.read_text() + _HELD_MEMORY.format(mib=mib))
+
+    name = f"mem{mib}"
+    return _repack(cache, name, name, hold, python)
 
 
 if __name__ == "__main__":

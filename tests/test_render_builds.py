@@ -97,6 +97,9 @@ EXPECTED_NOTES = HEADER + """\
 | resnet50-bs1 OneFlow | 260.0ms | 260.3ms | +0.1% (-0.7% to +1.0%) | no change after 10 rounds |
 | resnet50-bs1 PyTorch (control) | 180.0ms | 178.3ms | -0.9% (-23.1% to +27.6%) | unsteady |
 
+What the rounds could resolve, where they showed no change or were inconclusive: changes of resnet50-bs1 5% \
+or more.
+
 \u274c Confirmed in fresh processes: resnet50-bs2 (relative speed 0.20 is below 0.25)
 Cleared in fresh processes: resnet50-bs1 (flagged: relative speed 0.20 is below 0.25)
 
@@ -131,6 +134,9 @@ def test_an_improvement_and_a_likely_slowdown_that_the_rounds_could_not_confirm(
 | resnet50-bs1 OneFlow | 260.0ms | 287.3ms | +10.5% (-0.2% to +22.3%) | \u26a0\ufe0f likely slower, \
 not confirmed after 10 rounds |
 | resnet50-bs1 PyTorch (control) | 180.0ms | 179.6ms | -0.2% (-1.0% to +0.6%) | steady |
+
+What the rounds could resolve, where they showed no change or were inconclusive: changes of resnet50-bs1 15% \
+or more.
 
 \u26a0\ufe0f Not confirmed: resnet50-bs1 OneFlow is likely slower, +10.5% (-0.2% to +22.3%), not confirmed \
 after 10 rounds. The step does not fail on it; measure again on a quieter machine to settle it.

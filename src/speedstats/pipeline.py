@@ -36,7 +36,7 @@ from speedstats.fsutil import write_atomic
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
 from speedstats.text import one_line
-from speedstats.verdict import disturbed_reason, judge
+from speedstats.verdict import MEMORY_REGRESSION, MIB, disturbed_reason, judge
 
 RESULTS_FILE = "results.json"
 COMMENT_FILE = "comment.md"
@@ -431,6 +431,12 @@ def annotate(verdict, progress):
         if slower and row is not None:
             text = f"{case.id}: OneFlow {(row.ratio - 1) * 100:+.1f}% against the base build: {row.text}"
             progress(annotation(slower, title, one_line(text, ANNOTATION_LIMIT)))
+    for change in verdict.memory:
+        if change.verdict == MEMORY_REGRESSION:
+            text = (f"{change.case_id}: OneFlow holds {change.change_bytes / MIB:.0f} MiB "
+                    f"({change.change_pct:.1f}%) more memory than the base build")
+            level = "error" if change.judged else "warning"
+            progress(annotation(level, f"speedstats {change.case_id}", one_line(text, ANNOTATION_LIMIT)))
 
 
 def set_outputs(verdict, results_path, comment_path):
@@ -454,6 +460,8 @@ def report(results, verdict, results_path, comment_path, progress):
              + (f"; slower than the base build: {', '.join(slower)}" if slower else "")
              + (f"; likely slower, not confirmed (the step does not fail on it): "
                 f"{', '.join(verdict.likely_regressions)}" if verdict.likely_regressions else "")
+             + (f"; more memory than the base build: {', '.join(verdict.memory_regressions)}"
+                if verdict.memory_regressions else "")
              + (f"; cases without figures: {', '.join(failed)}" if failed else ""))
     if verdict.disturbed:
         progress(f"speedstats: measured on a disturbed machine, figures not comparable: "

@@ -16,7 +16,7 @@ import jinja2
 
 from speedstats import verdict as verdicts
 from speedstats.casekinds import case_id_for
-from speedstats.contenders import HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
+from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
 from speedstats.errors import UserError
 from speedstats.machine import DisturbanceSpec, unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
@@ -190,7 +190,8 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
                                     templates_dir)
     if machine_notes:  # right after the block: a disturbed machine is said before anything else
         body = f"{body}\n\n{machine_notes}"
-    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict), templates_dir)
+    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict, show_memory),
+                            templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
     return body
@@ -222,6 +223,9 @@ def _paired_row(case, row):
         "change": _percent(row.ratio), "low": _percent(row.low), "high": _percent(row.high),
         "verdict": row.verdict, "leaning": row.leaning, "rounds": row.rounds, "text": _cell(row.text),
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
+        "resolvable": (None if case.paired is None or case.paired.resolvable is None
+                       or row.verdict not in ("no change", "inconclusive")
+                       else case.paired.resolvable * 100),
     }
 
 
@@ -324,9 +328,63 @@ def attribution_context(case):
     }
 
 
-def speed_stats_notes_context(results, verdict):
-    """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations and the
-    builds line; verdict is verdicts.judge's for these results."""
+MEMORY_KIND_WORDS = {"rss-tree": "resident memory of the process tree",
+                     "nvml-tree": "GPU memory of the process tree"}
+
+
+def _mib(value):
+    return f"{value / verdicts.MIB:.0f} MiB"
+
+
+def memory_lines(results, verdict, show_memory=False):
+    """The memory lines after the block: with a baseline, one per case whose head and base both have a
+    sampled peak (the change, and whether it is a regression); without one, with show_memory, one per
+    case with each framework's sampled peak."""
+    lines = []
+    if verdict.memory:
+        for m in verdict.memory:
+            mib = round(m.change_bytes / verdicts.MIB) or 0  # never "-0"
+            change = f"{mib:+d} MiB ({change_percent(m.change_pct / 100):+.1f}%)"
+            if m.verdict == verdicts.MEMORY_REGRESSION:
+                said = "regression" if m.judged else "regression (reported, not judged)"
+                mark = verdicts.FAIL_MARK if m.judged else verdicts.WARN_MARK
+            else:
+                said, mark = f"within {m.threshold_bytes / verdicts.MIB:.0f} MiB", ""
+            lines.append(f"{mark}{_cell(m.case_id)} memory: OneFlow {_mib(m.head_bytes)}, base "
+                         f"{_mib(m.base_bytes)}, {change} {said}")
+        return lines
+    if not show_memory:
+        return lines
+    for case in results.cases:
+        figures = [f"{LABELS.get(role, role)} {_mib(fw.sampled_peak_bytes)}"
+                   for role, fw in case.frameworks.items() if fw.ok and fw.sampled_peak_bytes]
+        kinds = {fw.sampled_memory_kind for fw in case.frameworks.values() if fw.ok and fw.sampled_peak_bytes}
+        if figures and len(kinds) == 1:
+            lines.append(f"{_cell(case.id)} peak {MEMORY_KIND_WORDS.get(kinds.pop(), 'memory')}: "
+                         f"{', '.join(figures)}")
+    return lines
+
+
+def warmup_line(results, verdict):
+    """With a baseline: each case's warm-up (worker start to first timed round), head against base; one
+    start of each, so reported, never judged. None when no case has both."""
+    parts = []
+    for row in verdict.head_vs_base:
+        case = next(c for c in results.cases if c.id == row.case_id)
+        head, base = case.frameworks.get(HEAD), case.frameworks.get(BASE)
+        if head is None or base is None or not head.setup_s or not base.setup_s:
+            continue
+        parts.append(f"{_cell(case.id)} {head.setup_s:.1f}s, base {base.setup_s:.1f}s "
+                     f"({change_percent(head.setup_s / base.setup_s - 1):+.1f}%)")
+    if not parts:
+        return None
+    return "Warm-up, from the worker's start to its first timed round (one start each, not judged): " + \
+        "; ".join(parts)
+
+
+def speed_stats_notes_context(results, verdict, show_memory=False):
+    """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations, memory
+    lines and the builds line; verdict is verdicts.judge's for these results."""
     with_base = verdicts.with_baseline(results)
     rows = [_paired_row(c, row) for c, row in zip(results.cases, verdict.head_vs_base)]
     confirmed, cleared = [], []
@@ -352,6 +410,8 @@ def speed_stats_notes_context(results, verdict):
     return {
         "rows": rows, "likely": likely, "attribution": attribution, "confirmed": confirmed,
         "cleared": cleared, "builds": builds,
+        "memory": memory_lines(results, verdict, show_memory) + [
+            line for line in (warmup_line(results, verdict),) if line],
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,

@@ -39,6 +39,17 @@ class FrameworkResult:
     spread_s: dict[str, float] | None = None  # of rounds_s: n, median, min, max, q1, q3, iqr, mad
     peak_memory_bytes: int | None = None
     memory_kind: str | None = None  # "cuda-allocator" or "rss"
+    # The peak memory of the worker's process tree sampled by the runner during the timed rounds (see
+    # bench.memory): on CUDA NVML's used memory ("nvml-tree"), on the CPU resident memory ("rss-tree");
+    # the figure head and base are judged by. rss_peak_bytes: the tree's resident memory, on CUDA too.
+    sampled_peak_bytes: int | None = None
+    sampled_memory_kind: str | None = None
+    rss_peak_bytes: int | None = None
+    setup_s: float | None = None  # from the worker's start to its first timed round: import, model, warm-up
+    images_per_s: float | None = None  # images per second at the median time per iteration
+    # The median over rounds of at least a second of the GPUs' energy counter's increase per iteration
+    # (NVML, Volta and newer; null on the CPU and older GPUs).
+    energy_per_step_j: float | None = None
     imported: dict | None = None  # the framework module its worker imported: version, file
     error: str | None = None
     # The machine's state around each round of rounds_s (see bench.machine_state), and the disturbed
@@ -134,7 +145,11 @@ class Results:
         return [c for c in self.cases if c.failure]
 
     def to_dict(self):
-        return asdict(self)
+        data = asdict(self)
+        for case, record in zip(self.cases, data["cases"]):
+            if case.paired is not None:  # the smallest change its rounds could show, not read back
+                record["paired"]["resolvable"] = case.paired.resolvable
+        return data
 
     def to_json(self):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -198,9 +213,16 @@ def check_framework(fw, kind, where):
     for key in ("total_s", "per_iter_s"):
         if getattr(fw, key) is not None:
             setattr(fw, key, check_seconds(getattr(fw, key), key, where))
-    if fw.peak_memory_bytes is not None and fw.peak_memory_bytes < 0:
-        raise UserError(f"{where}: field 'peak_memory_bytes' must not be negative, "
-                        f"got {fw.peak_memory_bytes}")
+    for key in ("peak_memory_bytes", "sampled_peak_bytes", "rss_peak_bytes"):
+        if getattr(fw, key) is not None and getattr(fw, key) < 0:
+            raise UserError(f"{where}: field '{key}' must not be negative, got {getattr(fw, key)}")
+    if fw.setup_s is not None:
+        fw.setup_s = check_seconds(fw.setup_s, "setup_s", where)
+    for key in ("images_per_s", "energy_per_step_j"):
+        value = getattr(fw, key)
+        if value is not None and not (math.isfinite(float(value)) and 0 <= value <= MAX_RATIO):
+            raise UserError(f"{where}: field '{key}' must be a number from 0 to {MAX_RATIO:g}, "
+                            f"got {_short(value)}")
     if None not in (fw.total_s, fw.per_iter_s, fw.times):
         expected = fw.total_s / fw.times
         # per_iter_s may differ from total_s / times by half the last printed digit (parse reads them back)
@@ -354,6 +376,12 @@ def framework_from_dict(data, where, kind=None):
         spread_s=_spread(data, where),
         peak_memory_bytes=_field(data, "peak_memory_bytes", (int,), where, required=False),
         memory_kind=_field(data, "memory_kind", (str,), where, required=False),
+        sampled_peak_bytes=_field(data, "sampled_peak_bytes", (int,), where, required=False),
+        sampled_memory_kind=_field(data, "sampled_memory_kind", (str,), where, required=False),
+        rss_peak_bytes=_field(data, "rss_peak_bytes", (int,), where, required=False),
+        setup_s=_field(data, "setup_s", _NUM, where, required=False),
+        images_per_s=_field(data, "images_per_s", _NUM, where, required=False),
+        energy_per_step_j=_field(data, "energy_per_step_j", _NUM, where, required=False),
         imported=_field(data, "imported", (dict,), where, required=False),
         error=_field(data, "error", (str,), where, required=False),
         round_states=_field(data, "round_states", (list,), where, required=False, default=[]),

@@ -174,6 +174,7 @@ class Suite:
     interleave: bool = True
     lock_timeout_s: float = setting(3600.0, minimum=0)
     show_memory: bool = False  # the comment adds each case's peak memory lines
+    memory_sampling: bool = True  # the runner samples each worker's memory during its rounds (bench.memory)
     builds: BuildsSpec = field(default_factory=BuildsSpec)
     confirm: bool = True  # measure a flagged case again in fresh processes before alerting
     pause_idle: bool = True  # stop (SIGSTOP) the contenders not being timed during another's round

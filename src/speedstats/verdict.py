@@ -12,6 +12,9 @@ head is a regression against the base (see analysis.paired) fails the job too, w
 one whose head is likely slower but not confirmed (inconclusive, its estimate beyond the band) does
 not fail it, and is listed in `likely_regressions` for the notes and the Action's output to say so.
 The head-vs-base rows of the notes (`HeadVsBase`) are computed here, once, for the renderer to print.
+Memory is judged too: a head whose sampled peak memory (bench.memory) is more than max(the rule's
+memory_threshold_pct, memory_threshold_mib) above its base's is a memory regression, which fails the
+job like a time regression (the rule's `memory: report`: it is only said, in `memory_regressions`).
 A case measured on a disturbed machine (its `disturbance`, see speedstats.machine) never passes: the
 verdict names it and fails, and `speedstats run` exits with EXIT_DISTURBED.
 """
@@ -39,6 +42,7 @@ MS_DIGITS = 1  # as the comment prints milliseconds
 ERROR_TEXT_LIMIT = 300
 REGRESSION = stats.REGRESSION  # the paired verdict of a case slower than its base
 LIKELY_SLOWER = "likely slower"
+MEMORY_RULE_FIELDS = ("memory", "memory_threshold_pct", "memory_threshold_mib")
 
 
 @dataclass
@@ -62,6 +66,8 @@ class Verdict:
     disturbed: list[str] = field(default_factory=list)  # ids of cases measured on a disturbed machine
     likely_regressions: list[str] = field(default_factory=list)  # ids likely slower, not confirmed
     head_vs_base: list[HeadVsBase] = field(default_factory=list)  # with a baseline: one per case
+    memory: list[MemoryChange] = field(default_factory=list)  # with a baseline: each case with both peaks
+    memory_regressions: list[str] = field(default_factory=list)  # ids holding more memory than the base
     rule: dict = field(default_factory=dict)  # the head-vs-base rule's parameters the cases were judged by
 
 
@@ -83,6 +89,53 @@ class HeadVsBase:
     leaning: str | None = None
     control: paired_analysis.Control | None = None  # PyTorch's first rounds against its last
     confidence: float | None = None
+
+
+MIB = 2**20
+MEMORY_REGRESSION = "regression"
+MEMORY_WITHIN = "within"  # not more than the threshold above the base
+
+
+@dataclass
+class MemoryChange:
+    """One case's head against its base in peak memory (FrameworkResult.sampled_peak_bytes, the same
+    kind for both)."""
+
+    case_id: str
+    kind: str  # bench.memory's RSS_KIND or GPU_KIND
+    base_bytes: int
+    head_bytes: int
+    threshold_bytes: float  # max(pct of the base, MiB)
+    verdict: str  # MEMORY_REGRESSION or MEMORY_WITHIN
+    judged: bool  # a regression fails the job (the rule's memory: judge)
+
+    @property
+    def change_bytes(self):
+        return self.head_bytes - self.base_bytes
+
+    @property
+    def change_pct(self):
+        return self.change_bytes / self.base_bytes * 100 if self.base_bytes else None
+
+
+def memory_change(case, rule):
+    """The MemoryChange of a case (rule: the head-vs-base rule's dict), or None without both peaks."""
+    head, base = case.frameworks.get(HEAD), case.frameworks.get(BASE)
+    if head is None or base is None or not head.sampled_peak_bytes or not base.sampled_peak_bytes:
+        return None
+    if head.sampled_memory_kind != base.sampled_memory_kind:
+        return None
+    default = paired_analysis.DEFAULT_RULE
+    pct = rule.get("memory_threshold_pct", default.memory_threshold_pct)
+    mib = rule.get("memory_threshold_mib", default.memory_threshold_mib)
+    threshold = max(base.sampled_peak_bytes * pct / 100, mib * MIB)
+    over = head.sampled_peak_bytes - base.sampled_peak_bytes > threshold
+    return MemoryChange(
+        case_id=case.id, kind=head.sampled_memory_kind, base_bytes=base.sampled_peak_bytes,
+        head_bytes=head.sampled_peak_bytes, threshold_bytes=threshold,
+        verdict=MEMORY_REGRESSION if over else MEMORY_WITHIN,
+        judged=rule.get("memory", default.memory) == "judge",
+    )
 
 
 def paired_text(paired, failure=None):
@@ -212,6 +265,16 @@ def judge(results, suite):
     for case, row in judged:
         if case.id in regressions:
             reasons.append(f"{case.id}: OneFlow {(row.ratio - 1) * 100:+.1f}% against the base build")
+    rule = rule_of(results)
+    if suite is not None and getattr(suite, "head_vs_base", None) is not None:
+        rule = {**rule, **{key: getattr(suite.head_vs_base, key) for key in MEMORY_RULE_FIELDS}}
+    memory = [change for change in (memory_change(c, rule) for c in results.cases if not c.failure)
+              if change is not None] if rows else []
+    memory_regressions = [m.case_id for m in memory if m.verdict == MEMORY_REGRESSION]
+    for m in memory:
+        if m.verdict == MEMORY_REGRESSION and m.judged:
+            reasons.append(f"{m.case_id}: OneFlow holds {m.change_bytes / MIB:.0f} MiB "
+                           f"({m.change_pct:.1f}%) more memory than the base build")
     error = one_line(results.error) if results.error else None
     if error:
         reasons.append(f"the speed job failed: {error}")
@@ -222,7 +285,8 @@ def judge(results, suite):
     if error or not results.cases or results.cancelled:
         score += FAILED_CASE_SCORE
     disturbed = [c.id for c in cases if c.disturbed]
-    passed = score < FAILING_SCORE and not regressions and not disturbed
+    memory_failed = any(m.verdict == MEMORY_REGRESSION and m.judged for m in memory)
+    passed = score < FAILING_SCORE and not regressions and not disturbed and not memory_failed
     return Verdict(score=score, passed=passed, cases=cases, error=error, reasons=reasons,
                    regressions=regressions, disturbed=disturbed, likely_regressions=likely,
-                   head_vs_base=rows, rule=rule_of(results))
+                   head_vs_base=rows, rule=rule, memory=memory, memory_regressions=memory_regressions)

@@ -67,6 +67,11 @@ class SequentialRule:
     max_extra_s: float = 600.0  # ... and at most this many seconds
     # The plain percentage below 3 rounds (results of old runs).
     single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
+    # A head holding more than max(memory_threshold_pct %, memory_threshold_mib MiB) over its base's peak
+    # memory is a memory regression: it fails the job ("judge") or is only said ("report").
+    memory: str = field(default="judge", metadata={"choices": ("judge", "report")})
+    memory_threshold_pct: float = 2.0
+    memory_threshold_mib: float = 64.0
 
     @property
     def looks(self):
@@ -126,6 +131,8 @@ class SequentialRule:
             ("extra_factor", 0 <= self.extra_factor <= MAX_EXTRA_FACTOR, f"between 0 and {MAX_EXTRA_FACTOR}"),
             ("max_extra_s", 0 <= self.max_extra_s <= MAX_EXTRA_S, f"between 0 and {MAX_EXTRA_S}"),
             ("single_round_threshold", 0 < self.single_round_threshold < 1, "between 0 and 1"),
+            ("memory_threshold_pct", self.memory_threshold_pct >= 0, "not negative"),
+            ("memory_threshold_mib", self.memory_threshold_mib >= 0, "not negative"),
         ]
         for name, ok, expected in problems:
             if not ok:
@@ -214,8 +221,17 @@ class PairedVerdict:
     def noise_estimate(self):
         return self.low is not None
 
+    @property
+    def resolvable(self):
+        """The smallest change these rounds could have shown (as a fraction, 0.09): a head that much
+        slower, with the interval as wide as this one, has its whole interval beyond the band. None
+        without an interval."""
+        if self.low is None or self.high is None or self.low <= 0:
+            return None
+        return (1 + self.min_effect) * math.sqrt(self.high / self.low) - 1
+
     def to_dict(self):
-        return asdict(self)
+        return dict(asdict(self), resolvable=self.resolvable)  # resolvable: written for the reader, not read
 
     @classmethod
     def from_dict(cls, data):

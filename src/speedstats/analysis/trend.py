@@ -90,15 +90,32 @@ def _points(entries, case_id):
     return kind, series
 
 
+def memory_points(entries, case_id):
+    """Per framework: its sampled peak memory in MiB per run (results' sampled_peak_bytes), NaN where the
+    run has none (older runs)."""
+    series = {name: [] for name in SPEED_STATS_ROLES}
+    for entry in entries:
+        case = next((c for c in entry.results.cases if c.id == case_id), None)
+        for name in SPEED_STATS_ROLES:
+            fw = case.frameworks.get(name) if case is not None and not case.error else None
+            peak = fw.sampled_peak_bytes if fw is not None and fw.ok else None
+            series[name].append(peak / 2**20 if peak else float("nan"))
+    return series
+
+
 def plot_case(entries, case_id, path):
-    """Draw one case's trend over entries into the PNG at path; returns the TrendPlot."""
+    """Draw one case's trend over entries into the PNG at path, its peak memory below the times when a
+    run has it; returns the TrendPlot."""
     Figure, FigureCanvasAgg = _load_matplotlib()
     kind, series = _points(entries, case_id)
     known = case_kind(kind)
     scale, unit = (known.scale, known.unit) if known is not None else (1.0, "s")
-    figure = Figure(figsize=FIGURE_SIZE, dpi=DPI)
+    memory = memory_points(entries, case_id)
+    with_memory = any(not math.isnan(v) for values in memory.values() for v in values)
+    width, height = FIGURE_SIZE
+    figure = Figure(figsize=(width, height * 1.6) if with_memory else FIGURE_SIZE, dpi=DPI)
     FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
+    axes = figure.add_subplot(2 if with_memory else 1, 1, 1)
     xs = list(range(len(entries)))
     for name in SPEED_STATS_ROLES:
         style = FRAMEWORK_STYLE[name]
@@ -121,6 +138,15 @@ def plot_case(entries, case_id, path):
     axes.set_title(one_line(f"{case_id} on {newest.gpu_name} ({newest.device})", 120), parse_math=False)
     axes.grid(True, alpha=0.3)
     axes.legend(loc="best")
+    if with_memory:
+        below = figure.add_subplot(2, 1, 2, sharex=axes)
+        for name in SPEED_STATS_ROLES:
+            style = FRAMEWORK_STYLE[name]
+            below.plot(xs, memory[name], marker="o", linewidth=2, color=style["color"], label=style["label"])
+        below.set_ylim(bottom=0)
+        below.set_xlabel("commit")
+        below.set_ylabel("peak memory (MiB)")
+        below.grid(True, alpha=0.3)
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

@@ -1,6 +1,7 @@
 """A case's record in results.json from what its contenders measured (schedule.ContenderRun)."""
 
 import dataclasses
+import statistics
 
 from speedstats.analysis import attribution
 from speedstats.analysis.stats import spread
@@ -35,6 +36,12 @@ def framework_result(run, case, plan):
         result.total_s = result.per_iter_s * case.times
         result.peak_memory_bytes = memory.get("peak_memory_bytes")
         result.memory_kind = memory.get("memory_kind")
+        result.sampled_peak_bytes, result.sampled_memory_kind = run.sampled_memory()
+        result.rss_peak_bytes = run.memory_peaks.get("rss_bytes") or None
+        result.images_per_s = case.batch_size * case.world_size / result.per_iter_s
+        result.energy_per_step_j = statistics.median(run.energy_j) if run.energy_j else None
+    if run.setup_s:
+        result.setup_s = run.setup_s
     result.round_states = list(run.states) if result.ok else []
     result.remeasured = list(run.remeasured)
     return result

@@ -286,6 +286,19 @@ class Gpus:
             found.append(record)
         return found
 
+    def energy_mj(self):
+        """The sum of the run's GPUs' total energy counters (millijoules since the driver loaded), or None
+        when a GPU has none (before Volta) or there is no NVML."""
+        if self.nvml is None or not self.handles:
+            return None
+        total = 0
+        for handle in self.handles.values():
+            value, _ = self.query(self.nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+            if value is None:
+                return None
+            total += value
+        return total
+
     def compute_pids(self):
         """{index: {pid: used memory bytes or None}} of the compute processes on each GPU now."""
         found = {}
@@ -364,9 +377,13 @@ class MachineWatch:
         self._before_start = self._all_gpu_pids()
 
     def started(self):
+        """The GPU pids that appeared since starting(): the worker's, as NVML reports them."""
+        new = set()
         if self._before_start is not None:
-            self.ours |= self._all_gpu_pids() - self._before_start
+            new = self._all_gpu_pids() - self._before_start
+            self.ours |= new
         self._before_start = None
+        return new
 
     def _all_gpu_pids(self):
         return {pid for procs in self.gpus.compute_pids().values() for pid in procs}

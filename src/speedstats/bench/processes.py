@@ -138,3 +138,34 @@ def kill_tree(popen, tag, wait_s=KILL_WAIT_S):
         if not left or time.monotonic() > deadline:
             return sorted(left)
         time.sleep(_POLL_S)
+
+
+def descendants(roots):
+    """The pids of the processes in roots that still exist and of all their descendants (read from
+    /proc/PID/stat only: cheap enough to repeat while a round runs)."""
+    children, alive = {}, set()
+    for pid in _all_pids():
+        stat = _stat(pid)
+        if stat is not None:
+            alive.add(pid)
+            children.setdefault(stat[0], []).append(pid)
+    found, seeds = set(), [pid for pid in roots if pid in alive]
+    while seeds:
+        pid = seeds.pop()
+        if pid not in found:
+            found.add(pid)
+            seeds.extend(children.get(pid, ()))
+    return found
+
+
+def resident_bytes(pid):
+    """The resident memory of a process (VmRSS of /proc/PID/status) in bytes; 0 when it is gone or has
+    none (a zombie, a kernel thread)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

@@ -65,7 +65,7 @@ def merged_with_confirmation(first, second):
     """A contender's first measurement and its confirmation in fresh processes, as one: the rounds
     (and their states) of both; a contender that failed the second time keeps its first rounds alone."""
     kept = second.error is None
-    return ContenderRun(
+    merged = ContenderRun(
         worker=first.worker,
         rounds=first.rounds + (second.rounds if kept else []),
         states=first.states + (second.states if kept else []),
@@ -73,7 +73,13 @@ def merged_with_confirmation(first, second):
         error=first.error,
         memory=second.memory or first.memory,
         imported=first.imported,
+        setup_s=first.setup_s,
+        memory_peaks=dict(first.memory_peaks),
+        energy_j=first.energy_j + (second.energy_j if kept else []),
     )
+    if kept:
+        merged.add_memory_peaks(second.memory_peaks)
+    return merged
 
 
 class SuiteRunner:

@@ -28,11 +28,15 @@ import time
 from speedstats import machine
 from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
+from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
 from speedstats.bench.workers import Worker, WorkerFailed
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
 
 PAIR = (HEAD, BASE)  # the head and the base: the contenders of the sequential rounds
+# NVML's energy counter moves in steps of its power samples (tens of ms): a round shorter than this
+# gives no energy figure.
+MIN_ENERGY_ROUND_S = 1.0
 
 
 @dataclasses.dataclass
@@ -76,6 +80,27 @@ class ContenderRun:
     memory: dict = dataclasses.field(default_factory=dict)  # done.json: peak memory and its kind
     imported: dict = dataclasses.field(default_factory=dict)  # ready.json: the framework's version, file
     profiles: list[dict] = dataclasses.field(default_factory=list)  # each profiled round's report
+
+    setup_s: float | None = None  # from the worker's start to ready.json: import, model, warm-up steps
+    gpu_pids: set = dataclasses.field(default_factory=set)  # its pids as NVML reported them at its start
+    # The largest sampled memory of its process tree over its timed rounds (bench.memory): rss_bytes,
+    # gpu_bytes (None on the CPU); empty when not sampled.
+    memory_peaks: dict = dataclasses.field(default_factory=dict)
+    energy_j: list[float] = dataclasses.field(default_factory=list)  # per iteration, each long enough round
+
+    def add_memory_peaks(self, peaks):
+        for key in ("rss_bytes", "gpu_bytes"):
+            if peaks.get(key) is not None:
+                self.memory_peaks[key] = max(self.memory_peaks.get(key) or 0, peaks[key])
+
+    def sampled_memory(self):
+        """(peak bytes, kind) of the figure judged: NVML's on CUDA, resident memory on the CPU (and on a
+        GPU where NVML showed none of the worker's processes)."""
+        if self.memory_peaks.get("gpu_bytes"):
+            return self.memory_peaks["gpu_bytes"], GPU_KIND
+        if self.memory_peaks.get("rss_bytes"):
+            return self.memory_peaks["rss_bytes"], RSS_KIND
+        return None, None
 
     @property
     def role(self):
@@ -275,9 +300,11 @@ class Scheduler:
         self.log(f"{label}: starting and warming up ({self.case.warmup} iterations)")
         try:
             self.watch.starting()
+            began = time.monotonic()
             run.worker.start()
             ready = run.worker.await_file("ready.json")
-            self.watch.started()  # GPU processes that appeared meanwhile are this worker's
+            run.setup_s = time.monotonic() - began
+            run.gpu_pids = self.watch.started() or set()  # GPU processes that appeared meanwhile: its own
             run.imported = ready.get("imported") or {}
             self.log(f"{label}: ready after {ready['setup_s']:.1f}s")
         except (WorkerFailed, OSError) as exc:
@@ -316,10 +343,33 @@ class Scheduler:
         state, judged disturbed or not)."""
         pids = run.worker.processes()
         before = self.watch.begin(pids)
-        report = run.worker.run_round()
+        sampler = self._memory_sampler(run, pids)
+        energy_before = self._energy_mj()
+        try:
+            report = run.worker.run_round()
+        finally:
+            energy_after = self._energy_mj()
+            if sampler is not None:
+                run.add_memory_peaks(sampler.stop())
         state = self.watch.end(before, pids)
+        if None not in (energy_before, energy_after) and float(report["total_s"]) >= MIN_ENERGY_ROUND_S:
+            run.energy_j.append((energy_after - energy_before) / 1000 / self.plan.iterations)
         state["disturbed"] = machine.round_disturbance(state, self.suite.disturbance)
         return float(report["total_s"]), state
+
+    def _energy_mj(self):
+        gpus = getattr(self.watch, "gpus", None)
+        return gpus.energy_mj() if str(self.setup.device).startswith("cuda") and gpus is not None else None
+
+    def _memory_sampler(self, run, pids):
+        """A started bench.memory.PeakSampler of the worker's tree, or None (the suite's memory_sampling
+        off)."""
+        if not getattr(self.suite, "memory_sampling", True):
+            return None
+        gpus = getattr(self.watch, "gpus", None)
+        on_gpu = str(self.setup.device).startswith("cuda") and gpus is not None and gpus.nvml is not None
+        gpu_pids = gpus.compute_pids if on_gpu else None
+        return PeakSampler(pids, gpu_pids=gpu_pids, host_pids=run.gpu_pids).start()
 
     def _finish(self, run):
         if run.error:
