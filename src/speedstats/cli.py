@@ -12,10 +12,8 @@ folder), or to stderr with `--debug`.
 import argparse
 import importlib
 import os
-import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -26,6 +24,7 @@ from speedstats.errors import (
     EXIT_INTERNAL_ERROR,
     EXIT_INTERRUPTED,
     SpeedstatsError,
+    unwinding_on_signals,
 )
 from speedstats.text import did_you_mean, one_line
 
@@ -161,24 +160,11 @@ def unrecognized(parser, args, extras):
     return EXIT_BAD_INPUT
 
 
-def _interrupt(signum, frame):
-    # Once: a second signal must not cut short the cleanup that the first one started.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _run_interruptible(args):
-    """_run with SIGTERM (a cancelled job, `kill`) and SIGINT (Ctrl-C) unwinding as KeyboardInterrupt:
-    each command's cleanup (temporary files, atomic writes) runs and it exits EXIT_INTERRUPTED."""
-    if threading.current_thread() is not threading.main_thread():
+    """_run, where SIGTERM and SIGINT unwind as KeyboardInterrupt: each command's cleanup (temporary
+    files, atomic writes) runs and it exits EXIT_INTERRUPTED."""
+    with unwinding_on_signals():
         return _run(args)
-    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        return _run(args)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def main(argv=None):

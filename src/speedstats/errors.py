@@ -16,6 +16,10 @@ A token GitHub refuses a write (403) outside a fork's pull request is bad input 
 the permission it needs.
 """
 
+import contextlib
+import signal
+import threading
+
 EXIT_OK = 0
 EXIT_VERDICT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -43,3 +47,27 @@ class GitHubUnreachable(SpeedstatsError):
     """GitHub did not answer usefully within the retries or the deadline (network, 5xx, rate limits)."""
 
     exit_code = EXIT_GITHUB_UNREACHABLE
+
+
+def _unwind(signum, frame):
+    # Once: a second signal must not cut short the cleanup that the first one started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def unwinding_on_signals():
+    """Inside, SIGTERM (a cancelled job, `kill`) and SIGINT (Ctrl-C) raise KeyboardInterrupt in the main
+    thread, so every cleanup on the way out runs (finally blocks, atomic writes, the runner killing its
+    workers); the handlers that were there before are put back after. Elsewhere than the main thread,
+    where no handler can be set, it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _unwind) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -31,7 +30,13 @@ from pathlib import Path
 from speedstats.actions_io import in_actions
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE
-from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, EXIT_VERDICT_FAILED, UserError
+from speedstats.errors import (
+    EXIT_CASE_FAILED,
+    EXIT_DISTURBED,
+    EXIT_VERDICT_FAILED,
+    UserError,
+    unwinding_on_signals,
+)
 from speedstats.fsutil import write_atomic
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
@@ -79,12 +84,8 @@ def run(options, progress=None):
     from the start, unwind like Ctrl-C, so the runner kills its workers (in sessions of their own, the
     signal does not reach them), marks its results cancelled, and the CLI says "interrupted" (130).
     """
-    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with unwinding_on_signals():
         return _run_steps(options, progress or _progress)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _run_steps(options, progress):
@@ -483,13 +484,6 @@ def exit_status(results, verdict, required_label=None, label_lookup=None):
 
         return EXIT_VERDICT_FAILED if verdict_fails_step(required_label, label_lookup) else 0
     return EXIT_VERDICT_FAILED
-
-
-def _terminate(signum, frame):
-    # Once: a second signal must not cut short the killing of the workers and the cancel marking.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _progress(message):
