@@ -647,6 +647,7 @@ def test_a_sigterm_to_the_entrypoint_reaches_the_command_which_exits_130(tmp_pat
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)  # stdin stays open: its end must not end the command first
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.splitlines()[-1] == "speedstats: interrupted" and "Traceback" not in err

@@ -312,6 +312,7 @@ def test_a_signal_while_a_command_reads_its_input_ends_it_with_130_and_one_line(
     proc = start_speedstats([a.format(tmp=tmp_path) for a in argv])
     wait_for(lambda: reading_stdin(proc.pid), proc, "read its input")
     proc.send_signal(signum)
+    proc.wait(timeout=60)  # stdin stays open: its end must not end the command first
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out, err) == (130, "", "speedstats: interrupted\n")
     assert list(tmp_path.iterdir()) == []
@@ -340,6 +341,7 @@ def test_a_sigterm_during_fetch_baselines_download_leaves_nothing_in_dest(fake_g
     proc = start_speedstats(argv, env)
     wait_for(lambda: dest.is_dir() and any(dest.glob(".baseline-*.zip")), proc, "started the download")
     proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)  # stdin stays open: its end must not end the command first
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out) == (130, "")
     assert err.endswith("speedstats: interrupted\n") and "Traceback" not in err

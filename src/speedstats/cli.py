@@ -164,7 +164,11 @@ def _run_interruptible(args):
     """_run, where SIGTERM and SIGINT unwind as KeyboardInterrupt: each command's cleanup (temporary
     files, atomic writes) runs and it exits EXIT_INTERRUPTED."""
     with unwinding_on_signals():
-        return _run(args)
+        try:
+            return _run(args)
+        except KeyboardInterrupt:  # the signal came while _run was handling another outcome
+            print("speedstats: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 def main(argv=None):
