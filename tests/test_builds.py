@@ -424,3 +424,89 @@ def test_the_slowdown_build_edits_only_conv2d_forward_with_its_share(tmp_path):
     assert oneflow_builds.extra_forward_share(25) == 1.25
     with pytest.raises(ValueError, match="percent must be an integer from 1 to 200"):
         oneflow_builds.slowdown_oneflow_wheel(0)
+
+
+# --- a bounded cache: shared files, least recently used builds evicted ------------------------------
+
+BUNDLED_LIBRARY = "oneflow.libs/libnccl-stand-in.so"
+
+
+def stand_in_with_bundled_library(folder, version):
+    """A stand-in oneflow whose wheel bundles a 2 MiB library, the same bytes in every version."""
+    return make_wheel(folder, "oneflow", version, {
+        "oneflow/__init__.py": f'__version__ = "{version}"\n__git_commit__ = "abc1234"\n',
+        BUNDLED_LIBRARY: "nccl " * (2 << 18),
+    })
+
+
+def prepare_version(tmp_path, version, lines=None):
+    wheels = list((tmp_path / "w" / version).glob("*.whl"))  # the same bytes when asked again
+    wheel = wheels[0] if wheels else stand_in_with_bundled_library(tmp_path / "w" / version, version)
+    flowvision = tmp_path / "w" / "flowvision-0.0.1+fake-py3-none-any.whl"
+    if not flowvision.exists():
+        stand_in_flowvision(tmp_path / "w")
+    request = parse_build_spec("oneflow", "oneflow", str(wheel), companion_specs=[str(flowvision)])
+    return prepare_build(request, tmp_path / "cache",
+                         progress=(lines.append if lines is not None else lambda _: None))
+
+
+def last_used(build, seconds_ago):
+    stamp = time.time() - seconds_ago
+    os.utime(build.site_dir.parent, (stamp, stamp))
+
+
+@pytest.mark.venv
+def test_builds_that_bundle_the_same_library_keep_it_once(tmp_path):
+    lines = []
+    first = prepare_version(tmp_path, "0.0.1+a")
+    second = prepare_version(tmp_path, "0.0.1+b", lines)
+    libraries = [(b.site_dir / BUNDLED_LIBRARY).stat() for b in (first, second)]
+    assert libraries[0].st_ino == libraries[1].st_ino and libraries[0].st_nlink == 3  # two builds, the store
+    assert any(": 2 MiB shared with builds in the cache" in line for line in lines), lines
+    (stored,) = (tmp_path / "cache" / "builds" / ".files").iterdir()
+    assert stored.name == f"{sha256(first.site_dir / BUNDLED_LIBRARY)}-644"
+    # Small files are each build's own, and the builds still import as themselves.
+    inits = [(b.site_dir / "oneflow" / "__init__.py").stat().st_ino for b in (first, second)]
+    assert inits[0] != inits[1]
+    assert second.provenance["packages"]["oneflow"]["version"] == "0.0.1+b"
+
+
+@pytest.mark.venv
+def test_the_cache_evicts_the_least_recently_used_builds_it_is_not_measuring(tmp_path):
+    from speedstats.bench.builds import EVICT_GRACE_S, evict_builds
+
+    builds = {version: prepare_version(tmp_path, version) for version in ("1", "2", "3", "4", "5")}
+    for age, version in enumerate(("5", "4", "3", "2", "1")):  # 1 the least recently used
+        last_used(builds[version], EVICT_GRACE_S + 60 * (age + 1))
+    for version in ("1", "2", "5"):
+        builds[version].in_use.close()  # those runs ended; 3 and 4 are still being measured
+    folders = {version: build.site_dir.parent for version, build in builds.items()}
+
+    lines = []
+    evicted = evict_builds(tmp_path / "cache", keep=2, progress=lines.append)
+    # 5 and 4 are the two most recent; 3 is older but in use; 2 and 1 go.
+    assert evicted == [folders["2"].name, folders["1"].name]
+    assert [v for v, f in folders.items() if f.is_dir()] == ["3", "4", "5"]
+    names = f"{folders['2'].name}, {folders['1'].name}"
+    assert lines == [f"build cache: deleted 2 least recently used build(s) beyond 2: {names}"]
+    (stored,) = (tmp_path / "cache" / "builds" / ".files").iterdir()
+    assert stored.stat().st_nlink == 4  # the store and three builds
+    assert not [p for p in (tmp_path / "cache" / "builds").iterdir() if ".tmp-" in p.name]
+
+    # A build used within the grace period stays, whatever its rank; when no build links to a
+    # stored file any more, the store lets it go.
+    for version in ("3", "4", "5"):
+        builds[version].in_use.close()
+    last_used(builds["3"], 5)
+    assert evict_builds(tmp_path / "cache", keep=0, progress=lines.append) == [folders["5"].name,
+                                                                                 folders["4"].name]
+    assert [v for v, f in folders.items() if f.is_dir()] == ["3"]
+    assert stored.stat().st_nlink == 2
+    last_used(builds["3"], EVICT_GRACE_S + 1)
+    evict_builds(tmp_path / "cache", keep=0, progress=lines.append)
+    assert list(stored.parent.iterdir()) == []
+
+    # An evicted build is installed again when a run asks for it.
+    again = []
+    assert prepare_version(tmp_path, "1", again).site_dir == folders["1"] / "site"
+    assert any("installing with pip" in line for line in again)

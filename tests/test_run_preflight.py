@@ -49,6 +49,25 @@ def test_rounds_must_be_positive(tmp_path, capsys):
     assert capsys.readouterr().err == "speedstats: error: --rounds: must be at least 1, got 0\n"
 
 
+KEEP_RANGE = "must be between 2 (a head and its base) and 1000"
+
+
+@pytest.mark.parametrize("flag, env, message", [
+    (["--keep-builds", "1"], "", f"--keep-builds: {KEEP_RANGE}, got 1"),
+    (["--keep-builds", "5000"], "", f"--keep-builds: {KEEP_RANGE}, got 5000"),
+    ([], "eight", "SPEEDSTATS_KEEP_BUILDS: must be a whole number, got 'eight'"),
+    ([], "0", f"SPEEDSTATS_KEEP_BUILDS: {KEEP_RANGE}, got 0"),
+])
+@pytest.mark.frameworks
+def test_the_number_of_builds_the_cache_keeps_is_checked_before_the_run(tmp_path, capsys, monkeypatch,
+                                                                       flag, env, message):
+    monkeypatch.setenv("SPEEDSTATS_KEEP_BUILDS", env)
+    out = tmp_path / "out"
+    rc = main(["run", "--profile", "smoke", "--device", "cpu", "--out", str(out), *flag])
+    assert (rc, capsys.readouterr().err) == (2, f"speedstats: error: {message}\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("where, message", [
     ("folder", "{path}: the history file is not a regular file"),
     ("missing/history.jsonl", "{path}: cannot write the history file: folder {tmp}/missing not found"),

@@ -47,7 +47,8 @@ RESULTS_FILE = "results.json"
 COMMENT_FILE = "comment.md"
 DEFAULT_CACHE = ".cache/speedstats"
 ANNOTATION_LIMIT = 400  # characters of an annotation's message
-BASELINE_MISSING_LIMIT = 300  # characters of why there is no baseline build
+BASELINE_MISSING_LIMIT = 300
+MAX_KEEP_BUILDS = 1000  # characters of why there is no baseline build
 
 
 @dataclass
@@ -59,6 +60,7 @@ class RunOptions:
     device: str = "auto"
     out: str = "speedstats-out"
     cache_dir: str | None = None
+    keep_builds: int | None = None
     templates: str | None = None
     rounds: int | None = None
     bundle: str | None = None
@@ -103,12 +105,13 @@ def _run_steps(options, progress):
 
         check_history_file(options.history)
     label_lookup = label_lookup_or_fail(options.required_label)
+    keep_builds = keep_builds_or_fail(options.keep_builds)
     out = check_outputs(options)
     cache = Path(options.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE)
     lock_timeout = lock_timeout_or_fail(suite, options.lock_timeout)
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
 
-    builds = prepare_builds(requests, cache, progress)
+    builds = prepare_builds(requests, cache, keep_builds, progress)
     if device == "cuda":
         check_driver_or_fail(builds, device, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
@@ -312,11 +315,33 @@ def check_driver_or_fail(builds, device, progress):
     check_architectures(builds, gpu_facts)
 
 
-def prepare_builds(requests, cache, progress):
+def keep_builds_or_fail(keep_builds):
+    """--keep-builds, else $SPEEDSTATS_KEEP_BUILDS, else the default: how many builds the cache keeps."""
+    from speedstats.bench.builds import DEFAULT_KEEP_BUILDS
+
+    if keep_builds is None:
+        text = os.environ.get("SPEEDSTATS_KEEP_BUILDS", "").strip()
+        if not text:
+            return DEFAULT_KEEP_BUILDS
+        if not text.isdigit():
+            raise UserError(f"SPEEDSTATS_KEEP_BUILDS: must be a whole number, got {text[:40]!r}")
+        keep_builds, name = int(text), "SPEEDSTATS_KEEP_BUILDS"
+    else:
+        name = "--keep-builds"
+    if not 2 <= keep_builds <= MAX_KEEP_BUILDS:
+        raise UserError(f"{name}: must be between 2 (a head and its base) and {MAX_KEEP_BUILDS}, "
+                        f"got {keep_builds}")
+    return keep_builds
+
+
+def prepare_builds(requests, cache, keep_builds, progress):
+    from speedstats.bench.builds import evict_builds
     from speedstats.bench.builds import prepare_builds as prepare
 
     # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.
-    return prepare(requests, cache, progress=progress)
+    builds = prepare(requests, cache, progress=progress)
+    evict_builds(cache, keep=keep_builds, progress=progress)  # this run's builds were just used: kept
+    return builds
 
 
 def measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress):

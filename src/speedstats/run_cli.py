@@ -26,7 +26,11 @@ def register(subparsers):
     p.add_argument("--out", metavar="DIR", default="speedstats-out",
                    help="output folder (default: %(default)s)")
     p.add_argument("--cache-dir", metavar="DIR",
-                   help="where the generated dataset is kept (default: .cache/speedstats)")
+                   help="where the installed builds and the generated dataset are kept (default: "
+                   "$SPEEDSTATS_CACHE, else .cache/speedstats)")
+    p.add_argument("--keep-builds", type=int, metavar="N",
+                   help="the cache keeps the N most recently used builds and deletes older ones that no "
+                   "run is using (default: $SPEEDSTATS_KEEP_BUILDS, else 8)")
     p.add_argument("--templates", metavar="DIR", help="template folder overriding the built-in one")
     p.add_argument("--rounds", type=int, metavar="N", help="timed rounds per case (overrides the suite)")
     p.add_argument("--bundle", metavar="DIR", help="also write a results bundle for actions/upload-artifact")

@@ -10,6 +10,12 @@ that is not pinned to an exact version (`oneflow==0.9.1.dev20240101+cu118`) stay
 first installed. A folder or glob may hold one wheel of a project per Python version; the one that
 fits the workers' Python is taken.
 
+The cache stays bounded. Every large file of a new build is hard-linked to an identical one already in
+the cache (`<cache>/builds/.files/<sha256>-<mode>`), so builds that bundle the same libraries (NCCL,
+CUTLASS, cuFFT in a OneFlow wheel) keep them once. `evict_builds` deletes the least recently used
+builds beyond a count, never one that a run is using (each run holds a shared lock on the builds it
+measures) nor one used in the last few minutes; a file of the store goes with its last build.
+
 Before anything is measured, a probe process imports the build with the workers' environment and
 reports versions, git commit and module files; that is the build's provenance. A build that does not
 install or import is a UserError naming it. Nothing here imports torch or oneflow.
@@ -26,6 +32,7 @@ import platform
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -40,9 +47,13 @@ from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
 INSTALLED = "installed"
+STORE = ".files"
 LAYOUT_VERSION = 1
 PROBE_TIMEOUT_S = 180
 PIP_TIMEOUT_S = 1800
+DEFAULT_KEEP_BUILDS = 8
+SHARE_MIN_BYTES = 1 << 20  # smaller files are not worth a hash and a link
+EVICT_GRACE_S = 600  # a build used this recently is kept: a run may be about to take its lock
 _ENVIRONMENT_PACKAGES = ("numpy", "pillow", "protobuf")
 _ERROR_LIMIT = 300
 
@@ -208,6 +219,8 @@ class Build:
     site_dir: object  # Path, or None for the installed environment
     provenance: dict
     description: str = ""
+    # A shared lock on the build's cache folder while this process lives: evict_builds skips it.
+    in_use: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def describe(self):
         return self.description or f"{self.role} ({self.family})"
@@ -434,6 +447,84 @@ def _finished(folder):
     return (folder / "build.json").is_file()
 
 
+def _lock_path(folder):
+    return folder.parent / f".{folder.name}.lock"
+
+
+def _hold_in_use(folder):
+    """A shared lock on the build's lock file, held until the process exits (or the handle closes)."""
+    handle = open(_lock_path(folder), "a")  # noqa: SIM115 (held past this function, on purpose)
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    with contextlib.suppress(FileNotFoundError):  # evicted meanwhile: the caller looks again
+        os.utime(folder)  # the folder's mtime is its last use, the order in which evict_builds deletes
+    return handle
+
+
+def _share_identical_files(site, builds_dir):
+    """Replace each large file of a new build by a hard link to an identical file already in the cache's
+    store, or put it in the store; a filesystem without hard links keeps every build's own copies."""
+    store = builds_dir / STORE
+    shared = 0
+    for path in sorted(site.rglob("*")):
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size < SHARE_MIN_BYTES:
+            continue
+        stored = store / f"{_sha256(path)}-{stat.S_IMODE(info.st_mode):o}"
+        try:
+            store.mkdir(exist_ok=True)
+            if stored.exists():
+                link = path.with_name(f".{path.name}.link")
+                os.link(stored, link)
+                os.replace(link, path)
+                shared += info.st_size
+            else:
+                os.link(path, stored)
+        except OSError:
+            return shared
+    return shared
+
+
+def _evictable(folder, now):
+    try:
+        return _finished(folder) and now - folder.stat().st_mtime >= EVICT_GRACE_S
+    except FileNotFoundError:
+        return False
+
+
+def evict_builds(cache_dir, keep=DEFAULT_KEEP_BUILDS, progress=print_to_stderr):
+    """Delete the least recently used builds beyond `keep`, skipping any that a run holds; then the
+    files of the store that no build links to any more. The names of the builds deleted."""
+    builds_dir = Path(cache_dir) / "builds"
+    if not builds_dir.is_dir():
+        return []
+    folders = [f for f in builds_dir.iterdir() if f.is_dir() and not f.name.startswith(".") and _finished(f)]
+    folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+    now, evicted = time.time(), []
+    for folder in folders[keep:]:
+        if not _evictable(folder, now):
+            continue
+        with open(_lock_path(folder), "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a run is measuring it
+            # Renamed first, so that a deletion cut short leaves a stale temporary folder (which the
+            # next install of this build clears), never a build that looks finished but lacks files.
+            doomed = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=builds_dir))
+            os.rename(folder, doomed / "build")
+            shutil.rmtree(doomed, ignore_errors=True)
+        evicted.append(folder.name)
+    store = builds_dir / STORE
+    if store.is_dir():
+        for stored in store.iterdir():
+            if stored.stat().st_nlink == 1:  # only the store's own name is left
+                stored.unlink(missing_ok=True)
+    if evicted:
+        progress(f"build cache: deleted {len(evicted)} least recently used build(s) beyond {keep}: "
+                 + ", ".join(evicted))
+    return evicted
+
+
 def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_timeout_s, pip_timeout_s):
     """Install into a temporary folder next to `folder`, probe it, rename it into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
@@ -464,6 +555,9 @@ def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_t
         _check_took_effect(request, report, site)
         provenance = _provenance(request, report, site, folder / "site", wheel_hashes, cache_key)
         stored = {k: v for k, v in provenance.items() if k != "role"}
+        shared = _share_identical_files(site, folder.parent)
+        if shared:
+            progress(f"build {request.describe()}: {shared / 2**20:.0f} MiB shared with builds in the cache")
         write_atomic(tmp / "build.json", json.dumps(stored, indent=2, sort_keys=True) + "\n")
         if folder.exists():  # a folder without build.json: left by hand, never by a finished install
             shutil.rmtree(folder)
@@ -495,21 +589,31 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
     key = _cache_key(request, wheel_hashes, python_version)
     builds_dir = Path(cache_dir) / "builds"
     folder = builds_dir / f"{request.family}-{key[:16]}"
-    if not _finished(folder):
+    in_use = _hold_in_use(folder) if _finished(folder) else None
+    if in_use is not None and not _finished(folder):  # evicted while this run waited for the lock
+        in_use.close()
+        in_use = None
+    if in_use is None:
         builds_dir.mkdir(parents=True, exist_ok=True)
-        with _build_lock(builds_dir / f".{folder.name}.lock", request, progress):
+        with _build_lock(_lock_path(folder), request, progress):
+            installed = None
             if not _finished(folder):
                 for stale in builds_dir.glob(f".{folder.name}.tmp-*"):  # a killed run's; we hold the lock
                     shutil.rmtree(stale, ignore_errors=True)
-                build = _install(request, folder, wheel_hashes, key, python, progress,
-                                 probe_timeout_s, pip_timeout_s)
-                progress(f"build {request.describe()}: {_summary(build.provenance)}, in {folder}")
-                return build
+                installed = _install(request, folder, wheel_hashes, key, python, progress,
+                                     probe_timeout_s, pip_timeout_s)
+        # Taken after the exclusive lock is let go (flock would wait on this process's own lock);
+        # evict_builds leaves a build this fresh alone in between.
+        in_use = _hold_in_use(folder)
+        if installed is not None:
+            installed.in_use = in_use
+            progress(f"build {request.describe()}: {_summary(installed.provenance)}, in {folder}")
+            return installed
     # Probed again, not read from build.json: the environment under the build (numpy, the CUDA
     # libraries) may have changed since it was installed, and a build that no longer imports must
     # fail here, before anything is measured.
     build = Build(role=request.role, family=request.family, site_dir=folder / "site", provenance={},
-                  description=request.describe())
+                  description=request.describe(), in_use=in_use)
     report = _probe(request, build, python, probe_timeout_s)
     _check_took_effect(request, report, build.site_dir)
     build.provenance = _provenance(request, report, wheel_hashes=wheel_hashes, cache_key=key)
