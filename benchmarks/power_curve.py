@@ -11,6 +11,11 @@ condition, the conditions taking turns so that the machine's drift spreads over 
 - slowN (N = 5, 8, 10, 15, 25): head 0.9.0+slowN (each convolution partly computed again, for a
   nominal slowdown of N%), base 0.9.0+a. A regression is a detection.
 - faster15: head 0.9.0+a, base 0.9.0+slow15: the head is faster; a regression here is a wrong call.
+- sgdwaitN (N milliseconds, 1 to 10000): head 0.9.0+sgdwaitN, whose SGD step busy-waits N ms in
+  Python: a Python-side cost that OneFlow's asynchronous execution hides partly, and by how much
+  depends on the process (the kernel-side slowN cannot hide). A regression is a detection when the
+  measured change is beyond the band; "no change" for a head that some process pairs show slower is a
+  wrong call (counted per run as `pairs disagree` beside the outcome).
 - head only: 0.9.0+a without a baseline, --head-only-runs times, for the wall time a baseline adds.
 
 The real slowdown of each build is the median, over its runs, of the paired ratio the run measured,
@@ -22,6 +27,7 @@ shows in the figures. Prints the command line that reproduces it.
 import argparse
 import importlib.util
 import json
+import math
 import os
 import shlex
 import statistics
@@ -40,7 +46,7 @@ cases:
   - {id: swin-dataloader-w2, skip: true}
   - {id: resnet50-ddp-bs2, skip: true}
 """
-CONDITIONS = ("aa", "slow5", "slow8", "slow10", "slow15", "slow25", "faster15")
+CONDITIONS = ("aa", "slow5", "slow8", "slow10", "slow15", "slow25", "faster15", "sgdwait40", "sgdwait70")
 OUTCOMES = ("regression", "likely slower", "inconclusive", "no change", "likely faster", "improvement",
             "not comparable")
 
@@ -61,6 +67,8 @@ def condition_builds(name, builds):
         return plain, builds.slowdown_oneflow_wheel(15), 1 / 1.15 - 1
     if name.startswith("slow") and name[4:].isdigit():
         return builds.slowdown_oneflow_wheel(int(name[4:])), plain, int(name[4:]) / 100
+    if name.startswith("sgdwait") and name[7:].isdigit():
+        return builds.busy_wait_oneflow_wheel(int(name[7:])), plain, float("nan")  # its cost partly hides
     raise SystemExit(f"--conditions: unknown condition {name!r} (known: {', '.join(CONDITIONS)})")
 
 
@@ -84,15 +92,24 @@ def one_run(work, cache, head, base=None):
         outcome = paired["leaning"]
     return {"exit": proc.returncode, "disturbed": proc.returncode == 7, "wall_s": wall, "outcome": outcome,
             "ratio": paired.get("ratio"), "low": paired.get("low"), "high": paired.get("high"),
-            "rounds": paired.get("rounds"), "stopped": paired.get("stopped")}
+            "rounds": paired.get("rounds"), "stopped": paired.get("stopped"),
+            "disagree": bool(paired.get("disagree")),
+            "marks": marks((out / "comment.md").read_text(encoding="utf-8")),
+            "pairs": [pair.get("ratio") for pair in paired.get("pairs") or []]}
+
+
+def marks(comment):
+    """The warnings a comment carries that say nothing about the builds: the control unsteady, the
+    figures unstable."""
+    return {"unsteady": "| unsteady |" in comment, "unstable": "Unstable figures" in comment}
 
 
 def report(conditions, runs, head_only):
     base_wall = statistics.median(r["wall_s"] for r in head_only)
     print(f"head only: median wall {base_wall:.1f}s over {len(head_only)} runs")
     print("| condition | nominal | measured head/base (median of runs) | " + " | ".join(OUTCOMES)
-          + " | rounds median (max) | wall vs head-only median (max) |")
-    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " | ---: | ---: |")
+          + " | pairs disagree | rounds median (max) | wall vs head-only median (max) |")
+    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " | ---: | ---: | ---: |")
     summary = {}
     for name, nominal in conditions:
         rows = runs[name]
@@ -103,12 +120,23 @@ def report(conditions, runs, head_only):
         walls = [r["wall_s"] / base_wall for r in rows]
         summary[name] = {"nominal": nominal, "measured": measured, "counts": counts, "runs": len(rows),
                          "wall_median": statistics.median(walls), "wall_max": max(walls)}
-        print(f"| {name} | {nominal * 100:+.1f}% | {(measured - 1) * 100:+.1f}% | "
+        disagree = sum(1 for r in rows if r.get("disagree"))
+        summary[name]["disagree"] = disagree
+        nominal_text = "?" if math.isnan(nominal) else f"{nominal * 100:+.1f}%"  # nan: a cost that hides
+        print(f"| {name} | {nominal_text} | {(measured - 1) * 100:+.1f}% | "
               + " | ".join(f"{counts[o]}/{len(rows)}" for o in OUTCOMES)
-              + f" | {statistics.median(rounds):g} ({max(rounds)}) | {statistics.median(walls):.2f}x "
+              + f" | {disagree}/{len(rows)} | {statistics.median(rounds):g} ({max(rounds)}) | "
+              f"{statistics.median(walls):.2f}x "
               f"({max(walls):.2f}x) |")
     disturbed = sum(1 for rows in runs.values() for r in rows if r.get("disturbed"))
     print(f"runs marked disturbed (exit 7, the machine not quiet): {disturbed}")
+    for name, rows in runs.items():
+        bare = sum(1 for r in rows if not any(r["marks"].values()))
+        unsteady = sum(1 for r in rows if r["marks"]["unsteady"])
+        unstable = sum(1 for r in rows if r["marks"]["unstable"])
+        summary[name].update(unmarked=bare, unsteady=unsteady, unstable=unstable)
+        print(f"{name}: neither mark in {bare}/{len(rows)} runs (control unsteady {unsteady}, "
+              f"unstable figures {unstable})")
     return summary, base_wall
 
 
@@ -132,6 +160,11 @@ def targets(summary):
     if "faster15" in summary:
         hits, n = share("faster15", "regression")
         checks.append(f"faster head called a regression: {hits}/{n} (target 0)")
+    for name in (n for n in summary if n.startswith("sgdwait")):
+        hits, n = share(name, "no change")
+        checks.append(f"{name} called no change: {hits}/{n} (target 0)")
+    if "aa" in summary:
+        checks.append(f"A/A median change {(summary['aa']['measured'] - 1) * 100:+.1f}% (target within 1%)")
     walls = [s["wall_max"] for s in summary.values()]
     if "aa" in summary:
         checks.append(f"A/A median wall {summary['aa']['wall_median']:.2f}x head-only (target <= 1.6x); "
@@ -168,7 +201,7 @@ def main(argv=None):
                 runs[name].append(one_run(work, cache, head, base))
                 r = runs[name][-1]
                 print(f"run {k + 1}/{args.runs} {name}: {r['outcome']} ratio {r['ratio']} "
-                      f"rounds {r['rounds']} "
+                      f"pairs {r['pairs']} rounds {r['rounds']} marks {r['marks']} "
                       f"({r['stopped']}) wall {r['wall_s']:.1f}s", file=sys.stderr, flush=True)
         for k in range(args.runs, args.head_only_runs):
             head_only.append(one_run(work, cache, plain))

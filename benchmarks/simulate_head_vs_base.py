@@ -11,10 +11,10 @@ The model (figures of the smoke case resnet50-bs2 in old-bot mode, see README an
 - a share --outliers of the rounds is disturbed (a neighbour on the machine): one of the two builds
   takes an extra |N(0, 0.2)| in log;
 - each pair of processes carries an offset N(0, --process-sd) in log (placement, memory layout),
-  drawn again for the fresh processes of a confirmation;
+  drawn again for each fresh pair (the rule's process_pairs, a confirmation);
 - wall time: a head-only run takes 13.1 s; a baseline adds a worker start (3.0 s) and the base's
   iterations (0.256 s each, the head's scaled by its slowdown), 0.03 s per contender and round, 6.0 s
-  for the fresh processes of a confirmation. The runner's time budget is applied as it applies it.
+  for each fresh pair of processes. The runner's time budget is applied as it applies it.
 
 Prints, per true change, how often each outcome came out, the median and largest rounds and wall-time
 ratios against a head-only run, and the rule's parameters.
@@ -52,12 +52,16 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
     # iterations at its own speed: the head-only reference is the base build).
     first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * head_step
                + rule.first_rounds * ROUND_OVERHEAD_S)
-    budget_s = min(rule.max_extra_s, rule.extra_factor * first_s)
+    first_s += (rule.process_pairs - 1) * 2 * WORKER_START_S
+    budget_s = None
     extra_s = 0.0
     while rounds.action != paired.DONE:
-        if rounds.action == paired.CONFIRM:
+        if len(rounds.ratios) >= rule.first_rounds and budget_s is None:
+            budget_s = rule.extra_budget_s(first_s, rounds.looks[-1].ratio)
+        if rounds.action in (paired.CONFIRM, paired.NEW_PAIR):
             offset = rng.gauss(0, process_sd)
-            extra_s += 2 * WORKER_START_S
+            if rounds.action == paired.CONFIRM:
+                extra_s += 2 * WORKER_START_S
         elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > budget_s:
             rounds.stop_now()
             break

@@ -259,10 +259,11 @@ def test_a_slower_head_gets_profiled_rounds_alternating_after_the_timed_ones(tmp
     assert record.paired.verdict == "regression"
     profiled = [e.split(" others")[0] for e in bench.events if "profiled" in e]
     timed = [e for e in bench.events if " round " in e and "profiled" not in e]
-    assert profiled == ["oneflow 0 profiled round 10", "oneflow_base 0 profiled round 10",
-                        "oneflow_base 0 profiled round 11", "oneflow 0 profiled round 11",
-                        "oneflow 0 profiled round 12", "oneflow_base 0 profiled round 12",
-                        "oneflow_base 0 profiled round 13", "oneflow 0 profiled round 13"]
+    # In the second pair of workers, which timed rounds 0-4 of the 10.
+    assert profiled == ["oneflow 1 profiled round 5", "oneflow_base 1 profiled round 5",
+                        "oneflow_base 1 profiled round 6", "oneflow 1 profiled round 6",
+                        "oneflow 1 profiled round 7", "oneflow_base 1 profiled round 7",
+                        "oneflow_base 1 profiled round 8", "oneflow 1 profiled round 8"]
     first_profiled = next(e for e in bench.events if "profiled" in e)
     assert bench.events.index(timed[-1]) < bench.events.index(first_profiled)
     # The other build is stopped while one is profiled, as in the timed rounds.
@@ -341,7 +342,8 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
 def test_a_worker_that_dies_in_a_profiled_round_keeps_its_timed_figures(tmp_path):
     bench = Bench(tmp_path)
     plan = head_vs_base(0.12, SLOW_PROFILE)
-    plan[HEAD][0]["die_at"] = 10  # the first profiled round (after the 10 timed ones)
+    # The second pair of workers times rounds 5-9 of the 10, then its first profiled round is its 6th.
+    plan[HEAD].append({**plan[HEAD][0], "die_at": 5})
     record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.9), plan)
     assert record.failure is None and record.paired.verdict == "regression"
     assert len(record.frameworks[HEAD].rounds_s) == 10

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from speedstats.analysis import paired, stats
-from speedstats.analysis.paired import CONFIRM, DONE, MORE, PairedVerdict, Rounds, SequentialRule
+from speedstats.analysis.paired import CONFIRM, DONE, MORE, NEW_PAIR, PairedVerdict, Rounds, SequentialRule
 from speedstats.bench.runner import case_flags
 from speedstats.bench.schedule import RoundPlan, round_order
 from speedstats.suite import load_suite
@@ -94,10 +94,13 @@ def test_t_quantiles_match_the_tables():
 
 def test_the_rule_stops_at_the_first_look_once_a_large_slowdown_is_shown():
     rounds, actions = drive(noisy_ratios(0.30, 40, seed=1))
-    assert actions == [MORE] * 9 + [DONE]
+    # The first look's rounds are shared by two pairs of processes, the second started after round 5.
+    assert actions == [MORE] * 4 + [NEW_PAIR] + [MORE] * 4 + [DONE]
     verdict = rounds.verdict()
     assert verdict.verdict == stats.REGRESSION and verdict.rounds == 10 and verdict.stopped == paired.SHOWN
-    assert [look["rounds"] for look in verdict.looks] == [10]
+    assert [look["rounds"] for look in verdict.looks] == [10] and verdict.stages == [5, 5]
+    assert [pair["rounds"] for pair in verdict.pairs] == [5, 5] and not verdict.disagree
+    assert all(pair["low"] > 1.04 for pair in verdict.pairs) and verdict.confirmed is False
 
 
 def test_the_rule_adds_rounds_while_the_interval_straddles_the_band():
@@ -142,15 +145,56 @@ def test_the_time_budget_takes_the_last_look_on_what_there_is():
 def test_a_regression_is_measured_again_in_fresh_processes_when_the_rule_asks_for_it():
     rule = SequentialRule(confirm_rounds=5, step_rounds=5)
     rounds, actions = drive(noisy_ratios(0.30, 40, seed=1), rule)
-    assert actions[9] == CONFIRM and rounds.stages == [10, 5] and actions[-1] == DONE
+    assert actions[9] == CONFIRM and rounds.stages == [5, 5, 5] and actions[-1] == DONE
     verdict = rounds.verdict()
-    assert verdict.verdict == stats.REGRESSION and verdict.stages == [10, 5] and len(verdict.looks) == 2
+    assert verdict.verdict == stats.REGRESSION and verdict.stages == [5, 5, 5] and len(verdict.looks) == 2
+    assert verdict.confirmed is True
     # A regression that the fresh processes do not show again is not one.
     rounds, _ = drive(noisy_ratios(0.30, 10, seed=1) + [0.8] * 30, rule)
     assert rounds.verdict().verdict != stats.REGRESSION
     # Without confirmation (the suite's confirm: false) the first processes decide.
     rounds, actions = drive(noisy_ratios(0.30, 40, seed=1), rule, confirm=False)
-    assert CONFIRM not in actions and rounds.stages == [10]
+    assert CONFIRM not in actions and rounds.stages == [5, 5]
+
+
+def test_pairs_of_processes_that_disagree_make_the_case_inconclusive_never_no_change():
+    # The head's first processes hide its cost (as a Python-side cost behind OneFlow's queue can), its
+    # second show it: 0% then +12%, each pair steady within itself.
+    ratios = noisy_ratios(0.0, 5, seed=3, sd=0.01) + noisy_ratios(0.12, 35, seed=4, sd=0.01)
+    rounds, actions = drive(ratios)
+    verdict = rounds.verdict()
+    assert actions[-1] == DONE and verdict.rounds == 10
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.stopped == paired.DISAGREE and verdict.disagree
+    assert verdict.leaning == "likely slower"
+    first, second = verdict.pairs
+    assert first["high"] < 1.02 and second["low"] > 1.09
+    # The same when the second pair hides it: never "no change".
+    rounds, _ = drive(noisy_ratios(0.12, 5, seed=5, sd=0.01) + noisy_ratios(0.0, 35, seed=6, sd=0.01))
+    assert rounds.verdict().verdict == stats.INCONCLUSIVE and rounds.verdict().disagree
+    # Pairs a little apart (+0.8% and -0.8%), both inside the band: they agree on "no change".
+    steady = [1.008, 1.01, 1.006, 1.009, 1.007, 0.992, 0.993, 0.991, 0.994, 0.99]
+    verdict = drive(steady)[0].verdict()
+    assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
+
+
+def test_process_pairs_share_the_first_look_and_are_checked():
+    assert SequentialRule().pair_starts == [5]
+    assert SequentialRule(process_pairs=3, first_rounds=12).pair_starts == [4, 8]
+    assert SequentialRule(process_pairs=1).pair_starts == []
+    rounds, actions = drive(noisy_ratios(0.30, 40, seed=1), SequentialRule(process_pairs=1))
+    assert NEW_PAIR not in actions and rounds.stages == [10] and rounds.verdict().pairs == []
+    for bad, message in (({"process_pairs": 0}, "process_pairs: must be between 1 and 10, got 0"),
+                         ({"process_pairs": 4}, r"process_pairs: must be at most first_rounds / 3")):
+        with pytest.raises(ValueError, match=message):
+            SequentialRule.from_dict(bad)
+
+
+def test_a_case_leaning_beyond_the_band_after_the_first_look_gets_the_larger_budget():
+    rule = SequentialRule()
+    assert rule.extra_budget_s(20.0, 1.00) == pytest.approx(6.0)  # inside the band: 0.3 of the first
+    assert rule.extra_budget_s(20.0, 1.06) == pytest.approx(14.0)  # leaning slower: 0.7
+    assert rule.extra_budget_s(20.0, 0.93) == pytest.approx(14.0)  # leaning faster
+    assert rule.extra_budget_s(1000.0, 1.06) == rule.max_extra_s
 
 
 @pytest.mark.parametrize("change, allowed", [(0.0, {stats.INCONCLUSIVE, stats.NO_CHANGE, stats.IMPROVEMENT}),

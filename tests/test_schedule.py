@@ -99,10 +99,11 @@ def test_without_interleave_each_contender_runs_all_its_rounds_alone(bench):
 
 
 def rule(**fields):
-    """The head-vs-base rule with looks at 3, 5, 7 and 9 rounds, and a time budget that a slow machine
-    does not spend (extra rounds may take up to 100 times the planned rounds' time, at most 600 s)."""
+    """The head-vs-base rule with looks at 3, 5, 7 and 9 rounds, one pair of head and base processes
+    (unless a test asks for more), and a time budget that a slow machine does not spend (extra rounds
+    may take up to 100 times the planned rounds' time, at most 600 s)."""
     return SequentialRule(**{"first_rounds": 3, "step_rounds": 2, "max_rounds": 9, "extra_factor": 100.0,
-                             **fields})
+                             "leaning_extra_factor": 100.0, "process_pairs": 1, **fields})
 
 
 def paired_plan(ratios, base_s=0.01, pytorch_s=0.02):
@@ -137,7 +138,7 @@ def test_head_and_base_go_on_alone_until_the_rule_shows_a_change(bench):
 
 
 def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
-    no_time = rule(extra_factor=0.0)
+    no_time = rule(extra_factor=0.0, leaning_extra_factor=0.0)
     record = bench.run(suite(rounds=1, times=3), paired_plan([1.10, 1.02, 1.18, 1.12]), rule=no_time)
     assert (record.paired.verdict, record.paired.stopped, record.paired.rounds) == (
         "inconclusive", "time budget", 3)
@@ -148,14 +149,48 @@ def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
 def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench):
     record = bench.run(suite(rounds=1, times=3), paired_plan([1.5] * 9), rule=rule(confirm_rounds=2))
     starts = [line for line in bench.events if line.endswith(" start")]
+    # The fresh pair starts in the other order (the base first).
     assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
-                      "oneflow 1 start", "oneflow_base 1 start"]
+                      "oneflow_base 1 start", "oneflow 1 start"]
     assert bench.control("confirm", HEAD, "round-1.json").exists()
     assert not bench.control("confirm", HEAD, "round-2.json").exists()
     assert (record.paired.verdict, record.paired.stages, record.paired.rounds) == ("regression", [3, 2], 5)
     assert len(record.frameworks[HEAD].rounds_s) == len(record.frameworks[BASE].rounds_s) == 5
     assert "[1/1]   head vs base: a regression after 3 rounds: measuring again in fresh processes" \
         in bench.lines
+
+
+def test_two_pairs_of_processes_share_the_first_look_started_in_turned_order(bench):
+    plan = {HEAD: [{"rounds": [0.0150, 0.0152, 0.0148]}, {"rounds": [0.0151, 0.0149, 0.0150]}],
+            BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
+    record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=10,
+                                                                  process_pairs=2))
+    starts = [line for line in bench.events if line.endswith(" start")]
+    # The second pair starts after round 3, the base first this time; PyTorch keeps its one process.
+    assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
+                      "oneflow_base 1 start", "oneflow 1 start"]
+    assert bench.events.index("oneflow 1 start") < bench.events.index("oneflow 1 round 0 others T")
+    assert bench.control("pair2", HEAD, "round-0.json").exists()
+    paired = record.paired
+    assert (paired.verdict, paired.stages, paired.rounds) == ("regression", [3, 3], 6)
+    assert not paired.disagree
+    assert [pair["ratio"] for pair in paired.pairs] == pytest.approx([1.5, 1.5], abs=0.01)
+    assert len(record.frameworks[PYTORCH].rounds_s) == 6 and len(record.frameworks[HEAD].rounds_s) == 6
+    fresh_pair = "[1/1]   head vs base: 3 rounds measured; the next ones in a fresh pair of processes"
+    assert fresh_pair in bench.lines
+
+
+def test_pairs_of_processes_that_disagree_leave_the_case_inconclusive(bench):
+    # The first pair's head is as fast as its base, the second's 12% slower.
+    plan = {HEAD: [{"rounds": [0.0100, 0.0101, 0.0099]}, {"rounds": [0.0112, 0.0113, 0.0111]}],
+            BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
+    record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=10,
+                                                                  process_pairs=2))
+    paired = record.paired
+    assert (paired.verdict, paired.stopped, paired.rounds, paired.leaning) == (
+        "inconclusive", "pairs disagree", 6, "likely slower")
+    assert [pair["ratio"] for pair in paired.pairs] == pytest.approx([1.0, 1.12], abs=0.005)
+    assert "[1/1]   head vs base: 6 rounds, stopped (pairs disagree)" in bench.lines
 
 
 class ThrottledGpu(dict):

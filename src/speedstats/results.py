@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from speedstats.analysis.attribution import Attribution, PlaceChange
-from speedstats.analysis.paired import PairedVerdict
+from speedstats.analysis.paired import MAX_PROCESS_PAIRS, PairedVerdict
 from speedstats.analysis.stats import VERDICTS as PAIRED_VERDICTS
 from speedstats.casekinds import KIND_NAMES, case_kind
 from speedstats.contenders import HEAD, PYTORCH, ROLES, SPEED_STATS_ROLES
@@ -265,13 +265,28 @@ def _check_paired(paired, where):
         raise UserError(f"{where}: field 'verdict' must be one of {', '.join(PAIRED_VERDICTS)}, "
                         f"got {_short(verdict)}")
     _field(paired, "reason", (str,), where, required=False)
+    _field(paired, "disagree", (bool,), where, required=False)
+    _field(paired, "confirmed", (bool,), where, required=False)
     if paired.get("rule") is not None:
         _check_rule(paired["rule"], where)
+    _check_ratios(paired, where, ratio_required=verdict not in (None, "not comparable"), verdict=verdict)
+    pairs = _field(paired, "pairs", (list,), where, required=False) or []
+    if len(pairs) > MAX_PROCESS_PAIRS:
+        raise UserError(f"{where}: field 'pairs' has {len(pairs)} entries, at most {MAX_PROCESS_PAIRS}")
+    for index, pair in enumerate(pairs):
+        if not isinstance(pair, dict):
+            raise UserError(f"{where}.pairs[{index}]: must be a mapping, got {_short(pair)}")
+        _check_ratios(pair, f"{where}.pairs[{index}]", ratio_required=True)
+
+
+def _check_ratios(record, where, ratio_required, verdict=None):
+    """A record's ratio and interval: numbers above 0 and at most MAX_RATIO, or absent."""
     for key in ("ratio", "low", "high"):
-        value = paired.get(key)
+        value = record.get(key)
         if value is None:
-            if key == "ratio" and verdict not in (None, "not comparable"):
-                raise UserError(f"{where}: missing field 'ratio' (required with the verdict {verdict!r})")
+            if key == "ratio" and ratio_required:
+                needed = f" (required with the verdict {verdict!r})" if verdict else ""
+                raise UserError(f"{where}: missing field 'ratio'{needed}")
             continue
         if isinstance(value, bool) or not isinstance(value, _NUM) or not 0 < value <= MAX_RATIO:
             raise UserError(f"{where}: field '{key}' must be a number above 0 and at most {MAX_RATIO:g}, "

@@ -146,10 +146,14 @@ def paired_text(paired, failure=None):
     if not paired.noise_estimate:
         return f"{paired.verdict} (no noise estimate)"
     after = f"after {paired.rounds} rounds" if paired.looks else f"on {paired.rounds} rounds"
+    if paired.disagree:
+        return f"{paired.leaning or 'inconclusive'}, the pairs of processes disagree {after}"
     if paired.verdict == stats.INCONCLUSIVE:
         return f"{paired.leaning}, not confirmed {after}" if paired.leaning else f"inconclusive {after}"
     text = f"{paired.verdict} {after}"
-    if paired.verdict == stats.REGRESSION and len(paired.stages) > 1:
+    # Results of old runs say nothing of confirmation: there, a second pair of processes meant it.
+    confirmed = paired.confirmed if paired.confirmed is not None else len(paired.stages) > 1
+    if paired.verdict == stats.REGRESSION and confirmed:
         text += ", confirmed in fresh processes"
     return text
 

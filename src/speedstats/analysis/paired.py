@@ -6,6 +6,13 @@ back (in an order that changes from round to round), so whatever the machine doe
 moves both figures of a round alike and cancels in their ratio. The figure is the 10% trimmed mean
 of the log ratios (exp of it is the ratio shown); Yuen's t interval gives its uncertainty.
 
+The rounds are measured in `process_pairs` pairs of head and base processes, each pair started afresh
+(the first look's rounds split evenly between them; later rounds in the last pair): how much of a
+change shows can depend on the process (its threads' placement, its allocator's layout), and one pair
+alone would put such an effect of any size straight into the verdict. When the pairs disagree, beyond
+what their rounds' scatter explains and by more than half the band, the verdict is inconclusive
+(stopped "pairs disagree"), never "no change" nor a regression.
+
 The rule (`SequentialRule`) looks at the ratios after `first_rounds` rounds, then every `step_rounds`
 more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is held against the band
 1 +- min_effect (`stats.band_outcome`): regression, improvement or no change stop the rounds; an
@@ -36,7 +43,8 @@ ROUNDS_BUDGET = "rounds budget"
 TIME_BUDGET = "time budget"
 FIXED = "fixed"  # judged once on the rounds there were (no sequential rounds: compare, interleave off)
 TOO_FEW = "too few rounds"
-STOP_REASONS = (SHOWN, FUTILE, ROUNDS_BUDGET, TIME_BUDGET, FIXED, TOO_FEW)
+DISAGREE = "pairs disagree"  # the pairs of processes measured different changes
+STOP_REASONS = (SHOWN, FUTILE, ROUNDS_BUDGET, TIME_BUDGET, FIXED, TOO_FEW, DISAGREE)
 
 
 # What a rule may ask for: every look judges all the ratios so far, so the rounds bound the work of
@@ -46,6 +54,7 @@ MAX_ROUNDS = 1000
 MAX_FUTILITY_Z = 10
 MAX_EXTRA_FACTOR = 100
 MAX_EXTRA_S = 86400
+MAX_PROCESS_PAIRS = 10
 
 
 @dataclass(frozen=True)
@@ -62,9 +71,17 @@ class SequentialRule:
     # Rounds in fresh processes before a regression is judged again; 0: no restart (the default: on the
     # CPU a restart costs as much as 11 rounds, see docs/methodology.md ("Head against base")).
     confirm_rounds: int = 0
+    # Pairs of freshly started head and base processes that share the first look's rounds; a verdict
+    # needs them to agree: at agreement_confidence, their changes differ by no more than half the band.
+    process_pairs: int = 2
+    agreement_confidence: float = 0.99
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
-    extra_factor: float = 0.7  # rounds after the first look: at most this share of the first's wall time
-    max_extra_s: float = 600.0  # ... and at most this many seconds
+    # Rounds after the first look: at most this share of the first look's wall time when its estimate
+    # lies inside the band, leaning_extra_factor when it lies beyond (a case that leans slower or faster
+    # is the one worth more rounds), and at most max_extra_s seconds either way.
+    extra_factor: float = 0.3
+    leaning_extra_factor: float = 0.7
+    max_extra_s: float = 600.0
     # The plain percentage below 3 rounds (results of old runs).
     single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
     # A head holding more than max(memory_threshold_pct %, memory_threshold_mib MiB) over its base's peak
@@ -88,6 +105,17 @@ class SequentialRule:
         """Bonferroni's bound on the chance that some look calls a head exactly min_effect slower (the
         band's edge) a regression: each look's one-sided error, times the number of looks."""
         return len(self.looks) * (1 - self.confidence) / 2
+
+    @property
+    def pair_starts(self):
+        """The round counts after which a fresh pair of processes takes over (empty for one pair)."""
+        return [self.first_rounds * i // self.process_pairs for i in range(1, self.process_pairs)]
+
+    def extra_budget_s(self, first_look_s, ratio):
+        """Seconds of rounds after the first look, given its wall time and its estimate."""
+        leaning = stats.leaning(ratio, self.min_effect) is not None
+        factor = self.leaning_extra_factor if leaning else self.extra_factor
+        return min(self.max_extra_s, factor * first_look_s)
 
     def next_look(self, rounds, at_least=0):
         """The first planned look at or after max(rounds, at_least), or None past the budget."""
@@ -127,8 +155,15 @@ class SequentialRule:
             ("max_rounds", self.max_rounds >= self.first_rounds, "at least first_rounds"),
             ("max_rounds", self.max_rounds <= MAX_ROUNDS, f"at most {MAX_ROUNDS}"),
             ("confirm_rounds", 0 <= self.confirm_rounds <= MAX_ROUNDS, f"between 0 and {MAX_ROUNDS}"),
+            ("agreement_confidence", 0.5 <= self.agreement_confidence < 1, "at least 0.5 and below 1"),
+            ("process_pairs", 1 <= self.process_pairs <= MAX_PROCESS_PAIRS,
+             f"between 1 and {MAX_PROCESS_PAIRS}"),
+            ("process_pairs", self.process_pairs * stats.MIN_ROUNDS_FOR_INTERVAL <= self.first_rounds,
+             f"at most first_rounds / {stats.MIN_ROUNDS_FOR_INTERVAL} (each pair needs its own interval)"),
             ("futility_z", 0 <= self.futility_z <= MAX_FUTILITY_Z, f"between 0 and {MAX_FUTILITY_Z}"),
             ("extra_factor", 0 <= self.extra_factor <= MAX_EXTRA_FACTOR, f"between 0 and {MAX_EXTRA_FACTOR}"),
+            ("leaning_extra_factor", 0 <= self.leaning_extra_factor <= MAX_EXTRA_FACTOR,
+             f"between 0 and {MAX_EXTRA_FACTOR}"),
             ("max_extra_s", 0 <= self.max_extra_s <= MAX_EXTRA_S, f"between 0 and {MAX_EXTRA_S}"),
             ("single_round_threshold", 0 < self.single_round_threshold < 1, "between 0 and 1"),
             ("memory_threshold_pct", self.memory_threshold_pct >= 0, "not negative"),
@@ -154,17 +189,62 @@ class Look:
     verdict: str
     stop: bool
     stopped: str | None = None  # one of STOP_REASONS when stop
+    pairs: list = field(default_factory=list)  # each pair of processes' {rounds, ratio, low, high}
+    disagree: bool = False
 
     def to_dict(self):
         return {"rounds": self.rounds, "ratio": self.ratio, "low": self.low, "high": self.high,
                 "verdict": self.verdict}
 
 
+def pair_estimates(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE):
+    """Each pair of processes' own estimate, {rounds, ratio, low, high} (low and high None below
+    MIN_ROUNDS_FOR_INTERVAL rounds), for the rounds each measured (stages: rounds per pair, in order)."""
+    out, start = [], 0
+    for count in stages:
+        logs = [math.log(r) for r in ratios[start:start + count]]
+        start += count
+        if not logs:
+            continue
+        entry = {"rounds": len(logs), "ratio": math.exp(stats.median(logs)), "low": None, "high": None}
+        if len(logs) >= stats.MIN_ROUNDS_FOR_INTERVAL:
+            estimate = stats.trimmed_mean(logs, rule.trim)
+            low, high = estimate.interval(rule.look_confidence)
+            entry.update(ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high))
+        out.append(entry)
+    return out
+
+
+def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE):
+    """Whether two of the pairs of processes measured changes that differ beyond what their rounds'
+    scatter explains (Yuen's interval of the difference, at the rule's agreement_confidence shared among
+    the comparisons, excludes zero) and by more than half the band."""
+    groups, start = [], 0
+    for count in stages:
+        group = [math.log(r) for r in ratios[start:start + count]]
+        start += count
+        if len(group) >= stats.MIN_ROUNDS_FOR_INTERVAL:
+            groups.append(group)
+    comparisons = len(groups) * (len(groups) - 1) // 2
+    if not comparisons:
+        return False
+    confidence = 1 - (1 - rule.agreement_confidence) / comparisons
+    margin = math.log(1 + rule.min_effect / 2)
+    for i, first in enumerate(groups):
+        for second in groups[i + 1:]:
+            difference = stats.trimmed_difference(first, second, rule.trim)
+            low, high = difference.interval(confidence)
+            if (low > 0 or high < 0) and abs(difference.mean) > margin:
+                return True
+    return False
+
+
 def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=False,
-         budget_reason=ROUNDS_BUDGET) -> Look:
+         budget_reason=ROUNDS_BUDGET, stages: Sequence[int] = ()) -> Look:
     """The rule's look at these per-round ratios (at least MIN_ROUNDS_FOR_INTERVAL, all positive).
 
-    final: no more rounds can follow (the budget is spent: budget_reason says which).
+    final: no more rounds can follow (the budget is spent: budget_reason says which). stages: rounds
+    per pair of processes; pairs that disagree make the look inconclusive and stop the rounds.
     """
     logs = [math.log(r) for r in ratios]
     estimate = stats.trimmed_mean(logs, rule.trim)
@@ -172,7 +252,13 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)
     result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
-    if result.verdict != stats.INCONCLUSIVE:
+    stages = [count for count in stages if count]
+    if len(stages) > 1:
+        result.pairs = pair_estimates(ratios, stages, rule)
+        result.disagree = pairs_disagree(ratios, stages, rule)
+    if result.disagree:
+        result.verdict, result.stop, result.stopped = stats.INCONCLUSIVE, True, DISAGREE
+    elif result.verdict != stats.INCONCLUSIVE:
         result.stop, result.stopped = True, SHOWN
     elif final:
         result.stop, result.stopped = True, budget_reason
@@ -204,8 +290,13 @@ class PairedVerdict:
     high: float | None = None
     ratios: list[float] = field(default_factory=list)  # head/base of each round, in order
     rounds: int = 0
-    stages: list[int] = field(default_factory=list)  # rounds per pair of processes (2nd: fresh ones)
+    stages: list[int] = field(default_factory=list)  # rounds per pair of processes, in order
     looks: list[dict] = field(default_factory=list)  # Look.to_dict() of every look, in order
+    pairs: list[dict] = field(default_factory=list)  # each pair's {rounds, ratio, low, high} (2 or more)
+    disagree: bool = False  # the pairs measured different changes: inconclusive, stopped DISAGREE
+    # A regression measured again in a fresh pair of processes (confirm_rounds) and shown again; None in
+    # results of old runs, where a second stage meant just that.
+    confirmed: bool | None = None
     stopped: str | None = None  # why the rounds stopped: one of STOP_REASONS
     leaning: str | None = None  # inconclusive: "likely slower", "likely faster" or None
     min_effect: float = stats.DEFAULT_MIN_EFFECT
@@ -247,7 +338,7 @@ class PairedVerdict:
 
 def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialRule = DEFAULT_RULE,
                  looks: Sequence[Look] = (), stopped: str | None = None,
-                 stages: Sequence[int] | None = None) -> PairedVerdict:
+                 stages: Sequence[int] | None = None, confirmed: bool = False) -> PairedVerdict:
     """The verdict on head against base from their per-iteration times, round by round.
 
     looks: the looks the runner took while measuring (the last one decides); without them the rounds
@@ -255,7 +346,8 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
     """
     pairs = [(float(h), float(b)) for h, b in zip(head, base)]
     out = PairedVerdict(stats.NOT_COMPARABLE, rounds=len(pairs), min_effect=rule.min_effect,
-                        rule=rule.to_dict(), stages=list(stages) if stages else [len(pairs)])
+                        rule=rule.to_dict(), stages=list(stages) if stages else [len(pairs)],
+                        confirmed=confirmed)
     if not pairs:
         out.reason = "no round with both head and base"
         return out
@@ -275,12 +367,13 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
         return out
     looks = list(looks)
     if not looks or looks[-1].rounds != len(pairs):
-        looks.append(look(out.ratios, rule, final=True, budget_reason=stopped or FIXED))
+        looks.append(look(out.ratios, rule, final=True, budget_reason=stopped or FIXED, stages=out.stages))
     last = looks[-1]
     out.looks = [x.to_dict() for x in looks]
     out.ratio, out.low, out.high, out.verdict = last.ratio, last.low, last.high, last.verdict
+    out.pairs, out.disagree = last.pairs, last.disagree
     out.confidence = rule.look_confidence
-    out.stopped = last.stopped if last.stopped == SHOWN else (stopped or last.stopped or FIXED)
+    out.stopped = last.stopped if last.stopped in (SHOWN, DISAGREE) else (stopped or last.stopped or FIXED)
     if out.verdict == stats.INCONCLUSIVE:
         out.leaning = stats.leaning(out.ratio, rule.min_effect)
     return out
@@ -331,19 +424,20 @@ def control_drift(rounds: Sequence[float], min_effect: float = stats.DEFAULT_MIN
     return out
 
 
-MORE, CONFIRM, DONE = "more", "confirm", "done"
+MORE, NEW_PAIR, CONFIRM, DONE = "more", "new pair", "confirm", "done"
 
 
 class Rounds:
     """Drives the paired rounds of one case: call add() after each round, read `action`:
 
     - MORE: measure one more round (in the same processes);
+    - NEW_PAIR: the rule's next pair of processes takes over: start a fresh head and base and go on;
     - CONFIRM: the rule shows a regression: measure again in fresh processes (a head and a base started
       anew) and go on adding rounds to the same ratios; the regression stands only if the looks on all
       the rounds show it again;
     - DONE: `verdict()` is the verdict.
 
-    Without `confirm` the first processes may use the whole budget. stop_now() ends the rounds at the
+    Without `confirm` the processes may use the whole budget. stop_now() ends the rounds at the
     next call (the time budget is spent): the rule takes its last look on what there is.
     """
 
@@ -354,15 +448,12 @@ class Rounds:
         self.stages = [0]
         self.action = MORE
         self.stopped = None
+        self.confirming = False
         self._cap = rule.max_rounds - rule.confirm_rounds if self.confirm else rule.max_rounds
         if self._cap < rule.first_rounds:
             self._cap = rule.max_rounds  # no room to confirm within the budget: the first processes decide
             self.confirm = False
         self._next = rule.first_rounds
-
-    @property
-    def confirming(self):
-        return len(self.stages) > 1
 
     def add(self, ratio: float):
         if self.action == DONE:
@@ -372,6 +463,9 @@ class Rounds:
         self.action = MORE
         if len(self.ratios) >= self._next:
             self._look(final=self._next_after(len(self.ratios)) is None)
+        elif len(self.ratios) in self.rule.pair_starts:
+            self.stages.append(0)
+            self.action = NEW_PAIR
 
     def _next_after(self, rounds):
         cap = self.rule.max_rounds if self.confirming else self._cap
@@ -379,7 +473,7 @@ class Rounds:
         return following if following is not None and following <= cap else None
 
     def _look(self, final, reason=ROUNDS_BUDGET):
-        result = look(self.ratios, self.rule, final=final, budget_reason=reason)
+        result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages)
         self.looks.append(result)
         if not result.stop:
             self._next = self._next_after(len(self.ratios))
@@ -387,6 +481,7 @@ class Rounds:
         confirm = self.confirm and not self.confirming and reason != TIME_BUDGET
         if result.verdict == stats.REGRESSION and confirm:
             self.stages.append(0)
+            self.confirming = True
             rounds = len(self.ratios)
             self._next = self.rule.next_look(rounds, at_least=rounds + self.rule.confirm_rounds)
             self.action = CONFIRM
@@ -409,4 +504,5 @@ class Rounds:
         if head is None or base is None:
             head, base = self.ratios, [1.0] * len(self.ratios)
         stages = [s for s in self.stages if s] or [0]
-        return judge_paired(head, base, self.rule, looks=self.looks, stopped=self.stopped, stages=stages)
+        return judge_paired(head, base, self.rule, looks=self.looks, stopped=self.stopped, stages=stages,
+                            confirmed=self.confirming)

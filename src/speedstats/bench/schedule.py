@@ -152,8 +152,9 @@ class Scheduler:
     def measure_sequential(self, work, roles, rule, confirm):
         """Head and base against each other, in rounds the rule asks for: every contender in the
         planned rounds, then the head and the base alone (the others done) until the rule stops, within
-        its budget of rounds and of seconds (extra_factor times the planned rounds' wall time, at most
-        max_extra_s). Returns the runs (the head's and the base's rounds those of every pair of their
+        its budget of rounds and of seconds (SequentialRule.extra_budget_s of the planned rounds' wall
+        time). The head and the base are started afresh where the rule says (its process pairs, a
+        confirmation). Returns the runs (the head's and the base's rounds those of every pair of their
         processes, in order) and the analysis.paired.Rounds that decided."""
         sequence = paired_analysis.Rounds(rule, confirm=confirm)
         began = time.monotonic()
@@ -164,33 +165,42 @@ class Scheduler:
         first_look_at = None
         try:
             self._start_all(runs)
-            k = 0  # the round within the current pair of processes
+            pair = 0  # which pair of head and base processes is measuring
             while sequence.action != paired_analysis.DONE:
                 if any(runs[role].error for role in PAIR):
                     break
-                if sequence.action == paired_analysis.CONFIRM:
-                    self.log(f"head vs base: a regression after {len(sequence.ratios)} rounds: "
-                             "measuring again in fresh processes")
+                if sequence.action in (paired_analysis.NEW_PAIR, paired_analysis.CONFIRM):
+                    confirming = sequence.action == paired_analysis.CONFIRM
+                    if confirming:
+                        self.log(f"head vs base: a regression after {len(sequence.ratios)} rounds: "
+                                 "measuring again in fresh processes")
+                    else:
+                        self.log(f"head vs base: {len(sequence.ratios)} rounds measured; the next ones "
+                                 "in a fresh pair of processes")
+                    pair += 1
                     for role in PAIR:
                         earlier[role].extend(runs[role].rounds)
                         runs[role].worker.resume()
                         runs[role].worker.kill()
-                    fresh = self._workers(work / "confirm", PAIR, max_rounds=rule.max_rounds)
+                    # Started in the other order than the last pair: neither build always starts first.
+                    order = PAIR if pair % 2 == 0 else tuple(reversed(PAIR))
+                    folder = work / ("confirm" if confirming else f"pair{pair + 1}")
+                    fresh = self._workers(folder, order, max_rounds=rule.max_rounds)
                     runs.update(fresh)
                     self._start_all(fresh)
-                    k = 0
                 elif budget_s is not None and time.monotonic() - first_look_at > budget_s:
                     sequence.stop_now()
                     break
-                timed = roles if k < self.plan.rounds and not sequence.confirming else PAIR
-                self._interleaved_round(runs, timed, len(sequence.ratios) + 1, order=k)
+                done = len(sequence.ratios)
+                timed = roles if done < self.plan.rounds and not sequence.confirming else PAIR
+                self._interleaved_round(runs, timed, done + 1, order=done)
                 if any(runs[role].error for role in PAIR):
                     break
                 sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1])
-                k += 1
                 if budget_s is None and len(sequence.ratios) >= self.plan.rounds:
                     first_look_at = time.monotonic()
-                    budget_s = min(rule.max_extra_s, rule.extra_factor * (first_look_at - began))
+                    budget_s = rule.extra_budget_s(first_look_at - began, sequence.looks[-1].ratio
+                                                   if sequence.looks else 1.0)
                     for role in roles:
                         if role not in PAIR:  # PyTorch is done: its process goes
                             runs[role].worker.resume()
