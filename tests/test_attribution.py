@@ -178,16 +178,18 @@ def test_a_malformed_attribution_is_one_line_naming_it(tmp_path, change, message
 
 
 def notes_of(results):
-    return render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n")[1]
+    return render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n", 1)[1]
 
 
 def test_the_places_follow_the_head_against_base_table():
     results = results_with(attribution_of(0.04))
     notes = notes_of(results)
     parts = notes.split("\n\n")
-    assert parts[1].endswith("| resnet50-bs2 PyTorch (control) | 180.0ms | 179.6ms | -0.2% (-1.0% to +0.6%) "
-                             "| steady |")
-    assert parts[2:5] == [
+    # The table (the steady control not shown), the method's collapsed block, then the places.
+    assert parts[0].endswith("| resnet50-bs2 OneFlow | 260.0ms | 313.3ms | +20.5% (+18.8% to +22.2%) "
+                             "| \u274c regression after 10 rounds |")
+    assert parts[1] == "<details><summary>How these verdicts are made</summary>" and parts[3] == "</details>"
+    assert parts[4:7] == [
         ("Where the head spends more time than the base, resnet50-bs2 OneFlow: self time per step of each "
          "place (module:function), from 10 profiled rounds of each build after the timed ones, the Python "
          "stack sampled; the change is the trimmed mean of head minus base over pairs of rounds, its "
@@ -198,11 +200,11 @@ def test_the_places_follow_the_head_against_base_table():
          "| 1.1ms \u2192 21.0ms |"),
         "They explain 88% of the step's change, +22.8ms (197.9ms to 221.1ms per step, profiled).",
     ]
-    assert len(parts) == 5
+    assert len(parts) == 7
     # The block before the notes is the same with or without the attribution.
     plain = results_with(None)
-    assert render_speed_stats(plain, None, judge(plain, None)).split("\n\n</details>\n\n")[0] == \
-        render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n")[0]
+    assert render_speed_stats(plain, None, judge(plain, None)).split("\n\n</details>\n\n", 1)[0] == \
+        render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n", 1)[0]
 
 
 def test_no_line_when_no_place_is_significant():

@@ -215,7 +215,7 @@ def test_an_interrupted_run_leaves_no_worker_behind_and_says_it_was_cancelled(tm
             os.kill(pid, 0)
     results = results_model.load(out / "results.json")
     assert results.cancelled is True and results.cases == []
-    block, builds = (out / "comment.md").read_text(encoding="utf-8").split("\n\n</details>\n\n")
+    block, builds = (out / "comment.md").read_text(encoding="utf-8").split("\n\n</details>\n\n", 1)
     assert block.endswith("\n\n ❌ speed job cancelled before it measured any case\n ``` ")
     assert builds.startswith("Builds: OneFlow 0.9.0 (git ")
     assert proc.stdout.read() == ""

@@ -109,13 +109,14 @@ def test_an_unstable_figure_gets_a_note():
     from speedstats.render import render_speed_stats
     from speedstats.verdict import judge
 
-    measured, suite = results(disturbed=False, pytorch_rounds=(4600.0, 5134.0,
-                                                               5900.0)), load_suite(profile="smoke")
+    # On the CPU, whose rounds scatter 10-25% on a quiet machine, figures are unstable above 30%.
+    measured, suite = results(disturbed=False, pytorch_rounds=(3600.0, 5134.0,
+                                                               7900.0)), load_suite(profile="smoke")
     body = render_speed_stats(measured, suite, judge(measured, suite))
     assert body == (
         f"{BLOCK}\n\n\u26a0\ufe0f Unstable figures, their rounds scatter with a coefficient of variation "
-        "above 10%: resnet50-bs2 PyTorch 12.5%"
-    )  # sd 653.4 / mean 5211.3
+        "above 30%: resnet50-bs2 PyTorch 39.3%"
+    )  # sd 2179.2 / mean 5544.7
 
 
 SUITE = {"name": "t", "cases": [{"id": "a", "kind": "resnet50", "batch_size": 1, "times": 1}]}

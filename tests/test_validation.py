@@ -78,6 +78,21 @@ CASE = "results: cases[0] (resnet50-bs2): "
     (json.dumps(with_case(paired={"verdict": "faster", "ratio": 1.0})),
      CASE[:-2] + ".paired: field 'verdict' must be one of regression, improvement, no change, inconclusive, "
                  "not comparable"),
+    # each pair of processes' own estimate, and whether they disagreed or a regression was confirmed
+    (json.dumps(with_case(paired={"ratio": 1.0, "disagree": "yes"})),
+     CASE[:-2] + ".paired: field 'disagree' must be bool, got 'yes'"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "confirmed": 1})),
+     CASE[:-2] + ".paired: field 'confirmed' must be bool, got 1"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "pairs": {"ratio": 1.0}})),
+     CASE[:-2] + ".paired: field 'pairs' must be list, got {'ratio': 1.0}"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "pairs": [{"ratio": 1.0}] * 11})),
+     CASE[:-2] + ".paired: field 'pairs' has 11 entries, at most 10"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "pairs": [{"ratio": 1.0}, 5]})),
+     CASE[:-2] + ".paired.pairs[1]: must be a mapping, got 5"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "pairs": [{"rounds": 5}]})),
+     CASE[:-2] + ".paired.pairs[0]: missing field 'ratio'"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "pairs": [{"ratio": 1.0, "low": -1}]})),
+     CASE[:-2] + ".paired.pairs[0]: field 'low' must be a number above 0 and at most 1e+06, got -1"),
     (json.dumps(with_case(confirmation={"status": "confirmed"})),
      CASE[:-2] + ".confirmation: missing field 'flags'"),
     # numbers no field can hold, wherever they are

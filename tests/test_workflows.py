@@ -426,7 +426,7 @@ def test_pipeline_on_a_base_branch_without_a_build_measures_without_a_baseline_a
     assert run.logs["The base branch's wheel"].startswith(
         f"::warning::speedstats: no base build, measuring without a baseline: {reason}\n")
     body = (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8")
-    block, notes = body.split("\n\n</details>\n\n")
+    block, notes = body.split("\n\n</details>\n\n", 1)
     assert "GPU Name: " in block and "Against the base build" not in body
     line = f"No head-against-base table, there is no base build: {reason}."
     assert line in notes.split("\n\n")

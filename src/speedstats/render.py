@@ -223,6 +223,9 @@ def _paired_row(case, row):
         "change": _percent(row.ratio), "low": _percent(row.low), "high": _percent(row.high),
         "verdict": row.verdict, "leaning": row.leaning, "rounds": row.rounds, "text": _cell(row.text),
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
+        "disagree": bool(case.paired and case.paired.disagree),
+        "pairs": [{"change": _percent(p.get("ratio")), "low": _percent(p.get("low")),
+                   "high": _percent(p.get("high"))} for p in (case.paired.pairs if case.paired else [])],
         "resolvable": (None if case.paired is None or case.paired.resolvable is None
                        or row.verdict not in ("no change", "inconclusive")
                        else case.paired.resolvable * 100),
@@ -263,6 +266,7 @@ def machine_notes_context(results, suite=None):
     """What machine_notes.md.j2 sees: lines for disturbed cases, unstable figures, a GPU that was not
     quiet before the first case, and builds run through minor version compatibility."""
     spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
+    max_cv = spec.cv_limit(results.device)
     disturbed, unstable = [], []
     for case in results.cases:
         case_id = markdown_safe(case.id, MACHINE_NOTE_TEXT_LIMIT)
@@ -272,7 +276,7 @@ def machine_notes_context(results, suite=None):
         if case.failure:
             continue
         unstable += [f"{case_id} {LABELS.get(role, role)} {cv * 100:.1f}%"
-                     for role, cv in unstable_contenders(case.frameworks, spec.max_cv)]
+                     for role, cv in unstable_contenders(case.frameworks, max_cv)]
     machine = results.machine or {}
     preflight = machine.get("preflight") or {}
     not_quiet = None
@@ -288,7 +292,7 @@ def machine_notes_context(results, suite=None):
     ]
     if unstable:  # one line for all: on a noisy machine every case may have one
         unstable = [(f"{MACHINE_WARNING}Unstable figures, their rounds scatter with a coefficient of "
-                     f"variation above {spec.max_cv * 100:g}%: {'; '.join(unstable)}")]
+                     f"variation above {max_cv * 100:g}%: {'; '.join(unstable)}")]
     return {
         "disturbed": disturbed,
         "unstable": unstable,
@@ -397,8 +401,9 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
             confirmed.append(entry)
         elif status == "cleared":
             cleared.append(entry)
-    likely = [row for row in rows
-              if row["verdict"] == "inconclusive" and row["leaning"] == verdicts.LIKELY_SLOWER]
+    # A case whose pairs of processes disagree gets its own line, not "likely slower, not confirmed".
+    likely = [row for row in rows if row["verdict"] == "inconclusive" and not row["disagree"]
+              and row["leaning"] == verdicts.LIKELY_SLOWER]
     roles = [r for r in ROLE_LABELS if r in results.builds]
     # The role is named for the head only beside a base, and never for PyTorch.
     builds = [{"role": ROLE_LABELS[r] if (with_base or r != HEAD) and r != PYTORCH else "",
@@ -408,13 +413,15 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
     baseline_missing = _cell(results.baseline_missing) if results.baseline_missing and not rows else None
     attribution = [view for view in map(attribution_context, results.cases) if view]
     return {
-        "rows": rows, "likely": likely, "attribution": attribution, "confirmed": confirmed,
+        "rows": rows, "likely": likely, "disagreeing": [row for row in rows if row["disagree"]],
+        "attribution": attribution, "confirmed": confirmed,
         "cleared": cleared, "builds": builds,
         "memory": memory_lines(results, verdict, show_memory) + [
             line for line in (warmup_line(results, verdict),) if line],
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
+        "process_pairs": rule.get("process_pairs", 1),
         "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
     }
 

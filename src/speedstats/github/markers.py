@@ -111,13 +111,15 @@ def fit_body(body, marker_text, limit=MAX_COMMENT_CHARS):
         return body + marker_text
     total = len(body)
     # Reserve room for the closers and a note whose numbers have at most as many digits as `total`.
-    reserve = len(marker_text) + len(cut_note(total, total, limit)) + len("\n ``` \n\n</details>")
+    closers_room = len("\n ``` ") + 2 * len("\n\n</details>")
+    reserve = len(marker_text) + len(cut_note(total, total, limit)) + closers_room
     kept = body[: max(limit - reserve, 0)]
     if "\n" in kept:
         kept = kept[: kept.rindex("\n")]
     closers = ""
     if kept.count("```") % 2 == 1:
         closers += "\n ``` "
-    if kept.count("<details>") > kept.count("</details>"):
-        closers += "\n\n</details>"
+    # The Speed stats block and the method's collapsed block after it: never nested, so at most one
+    # is open where the cut falls; close as many as are open all the same.
+    closers += "\n\n</details>" * max(kept.count("<details>") - kept.count("</details>"), 0)
     return kept + closers + cut_note(total - len(kept), total, limit) + marker_text

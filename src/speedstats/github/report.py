@@ -157,14 +157,15 @@ def cut_block(block, budget, gpu, link):
     if len(block) <= budget:
         return block
     total = len(block)
-    reserve = len(_cut_note(gpu, total, total, link)) + len("\n ``` \n\n</details>")
+    reserve = len(_cut_note(gpu, total, total, link)) + len("\n ``` ") + 2 * len("\n\n</details>")
     kept = block[: max(budget - reserve, 0)]
     kept = kept[: kept.rindex("\n")] if "\n" in kept else ""
     closers = ""
     if kept.count("```") % 2 == 1:
         closers += "\n ``` "
-    if kept.count("<details>") > kept.count("</details>"):
-        closers += "\n\n</details>"
+    # The Speed stats block and the method's collapsed block after it: never nested, so at most one
+    # is open where the cut falls; close as many as are open all the same.
+    closers += "\n\n</details>" * max(kept.count("<details>") - kept.count("</details>"), 0)
     return kept + closers + _cut_note(gpu, total - len(kept), total, link)
 
 
