@@ -175,6 +175,20 @@ def test_pairs_of_processes_that_disagree_make_the_case_inconclusive_never_no_ch
     steady = [1.008, 1.01, 1.006, 1.009, 1.007, 0.992, 0.993, 0.991, 0.994, 0.99]
     verdict = drive(steady)[0].verdict()
     assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
+    # ... and pairs 3% apart, both inside the band (+1.5% and -1.5%), each steady within itself.
+    apart = [1.015, 1.016, 1.014, 1.015, 1.016, 0.985, 0.984, 0.986, 0.985, 0.984]
+    verdict = drive(apart)[0].verdict()
+    assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
+
+
+def test_pairs_that_both_show_a_slowdown_of_different_sizes_agree_that_it_is_one():
+    # A real slowdown measured +22% in one pair of processes and +13% in the next: far apart, but both
+    # beyond the band. The verdict is a regression, not "the pairs disagree".
+    ratios = noisy_ratios(0.22, 5, seed=7, sd=0.01) + noisy_ratios(0.13, 35, seed=8, sd=0.01)
+    verdict = drive(ratios)[0].verdict()
+    first, second = verdict.pairs
+    assert first["low"] > second["high"]  # the pairs differ beyond their scatter
+    assert verdict.verdict == stats.REGRESSION and verdict.stopped == paired.SHOWN and not verdict.disagree
 
 
 def test_process_pairs_share_the_first_look_and_are_checked():

@@ -89,9 +89,10 @@ processes. Base: its median time per iteration; Head: the base times the change.
 trimmed mean of the per-round ratios head/base, with its 95% interval; rounds were added while that \
 interval straddled the band of \u00b14% (at most 40 rounds). Regression or improvement: the whole interval \
 beyond the band; no change: the whole interval inside it; otherwise inconclusive, and inconclusive too when \
-the pairs of processes measured changes that differ beyond their scatter. PyTorch is the control, its first \
-rounds against its last; its row is shown only when it is unsteady: the machine's speed moved during the run \
-beyond what its rounds' scatter explains, by more than half the band.
+the pairs of processes measured changes on different sides of an edge of the band, apart beyond their \
+scatter. PyTorch is the control, its first rounds against its last; its row is shown only when it is \
+unsteady: the machine's speed moved during the run beyond what its rounds' scatter explains, by more than \
+half the band.
 
 </details>
 

@@ -10,8 +10,9 @@ The rounds are measured in `process_pairs` pairs of head and base processes, eac
 (the first look's rounds split evenly between them; later rounds in the last pair): how much of a
 change shows can depend on the process (its threads' placement, its allocator's layout), and one pair
 alone would put such an effect of any size straight into the verdict. When the pairs disagree, beyond
-what their rounds' scatter explains and by more than half the band, the verdict is inconclusive
-(stopped "pairs disagree"), never "no change" nor a regression.
+what their rounds' scatter explains and by more than half the band, and their estimates lie on
+different sides of an edge of the band, the verdict is inconclusive (stopped "pairs disagree"), never
+"no change" nor a regression.
 
 The rule (`SequentialRule`) looks at the ratios after `first_rounds` rounds, then every `step_rounds`
 more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is held against the band
@@ -216,9 +217,11 @@ def pair_estimates(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
 
 
 def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE):
-    """Whether two of the pairs of processes measured changes that differ beyond what their rounds'
-    scatter explains (Yuen's interval of the difference, at the rule's agreement_confidence shared among
-    the comparisons, excludes zero) and by more than half the band."""
+    """Whether two of the pairs of processes tell different stories: their changes differ beyond what
+    their rounds' scatter explains (Yuen's interval of the difference, at the rule's
+    agreement_confidence shared among the comparisons, excludes zero) and by more than half the band,
+    and their estimates lie on different sides of an edge of the band (slower, inside, faster). Two
+    pairs that both show a slowdown beyond the band, of different sizes, agree that it is one."""
     groups, start = [], 0
     for count in stages:
         group = [math.log(r) for r in ratios[start:start + count]]
@@ -232,6 +235,10 @@ def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
     margin = math.log(1 + rule.min_effect / 2)
     for i, first in enumerate(groups):
         for second in groups[i + 1:]:
+            sides = {stats.leaning(math.exp(stats.trimmed_mean(group, rule.trim).mean), rule.min_effect)
+                     for group in (first, second)}
+            if len(sides) == 1:
+                continue
             difference = stats.trimmed_difference(first, second, rule.trim)
             low, high = difference.interval(confidence)
             if (low > 0 or high < 0) and abs(difference.mean) > margin:
