@@ -137,6 +137,11 @@ def test_the_suite_sets_when_a_round_is_disturbed():
     assert (suite.disturbance.max_other_cores, suite.disturbance.remeasure_rounds) == (0.5, 0)
     assert suite.disturbance.allowed_clock_events == ["gpu_idle", "sw_power_cap"]
     assert suite.disturbance.min_sm_clock_ratio == 0.75 and suite.disturbance.max_cv == 0.10
+    assert suite.disturbance.cv_limit("cuda:0") == 0.10 and suite.disturbance.cv_limit("cpu") == 0.30
+    cpu = suite_from_dict(dict(SUITE, disturbance={"max_cv_cpu": 0.5}), "t.yml").disturbance
+    assert (cpu.cv_limit("cpu"), cpu.cv_limit("cuda")) == (0.5, 0.10)
+    with pytest.raises(UserError, match="max_cv_cpu"):
+        suite_from_dict(dict(SUITE, disturbance={"max_cv_cpu": -1}), "t.yml")
 
 
 @pytest.mark.parametrize(
