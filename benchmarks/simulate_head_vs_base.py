@@ -52,7 +52,7 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
     # iterations at its own speed: the head-only reference is the base build).
     first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * head_step
                + rule.first_rounds * ROUND_OVERHEAD_S)
-    first_s += (rule.process_pairs - 1) * 2 * WORKER_START_S
+    first_s += (rule.pairs - 1) * 2 * WORKER_START_S
     budget_s = None
     extra_s = 0.0
     while rounds.action != paired.DONE:

@@ -197,10 +197,14 @@ def test_process_pairs_share_the_first_look_and_are_checked():
     assert SequentialRule(process_pairs=1).pair_starts == []
     rounds, actions = drive(noisy_ratios(0.30, 40, seed=1), SequentialRule(process_pairs=1))
     assert NEW_PAIR not in actions and rounds.stages == [10] and rounds.verdict().pairs == []
-    for bad, message in (({"process_pairs": 0}, "process_pairs: must be between 1 and 10, got 0"),
-                         ({"process_pairs": 4}, r"process_pairs: must be at most first_rounds / 3")):
-        with pytest.raises(ValueError, match=message):
-            SequentialRule.from_dict(bad)
+    # A short first look keeps working: fewer pairs, each with the rounds an interval needs.
+    four = SequentialRule(process_pairs=4)
+    assert four.pairs == 3 and four.pair_starts == [3, 6]
+    short = SequentialRule.from_dict({"first_rounds": 3, "step_rounds": 1, "max_rounds": 3})
+    assert short.pairs == 1 and short.pair_starts == [] and short.to_dict()["pairs"] == 1
+    assert SequentialRule.from_dict(SequentialRule().to_dict()) == SequentialRule()
+    with pytest.raises(ValueError, match="process_pairs: must be between 1 and 10, got 0"):
+        SequentialRule.from_dict({"process_pairs": 0})
 
 
 def test_a_case_leaning_beyond_the_band_after_the_first_look_gets_the_larger_budget():

@@ -6,6 +6,7 @@ import pytest
 
 from fakegithub import run_speedstats
 from speedstats import results as results_model
+from speedstats.analysis.paired import DEFAULT_RULE
 from speedstats.errors import UserError
 from speedstats.parse import parse_speed_stats
 
@@ -93,6 +94,8 @@ CASE = "results: cases[0] (resnet50-bs2): "
      CASE[:-2] + ".paired.pairs[0]: missing field 'ratio'"),
     (json.dumps(with_case(paired={"ratio": 1.0, "pairs": [{"ratio": 1.0, "low": -1}]})),
      CASE[:-2] + ".paired.pairs[0]: field 'low' must be a number above 0 and at most 1e+06, got -1"),
+    (json.dumps(with_case(paired={"ratio": 1.0, "rule": {**DEFAULT_RULE.to_dict(), "pairs": "2"}})),
+     CASE[:-2] + ".paired.rule: field 'pairs' must be an integer between 1 and 10, got '2'"),
     (json.dumps(with_case(confirmation={"status": "confirmed"})),
      CASE[:-2] + ".confirmation: missing field 'flags'"),
     # numbers no field can hold, wherever they are

@@ -421,7 +421,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
-        "process_pairs": rule.get("process_pairs", 1),
+        "process_pairs": rule.get("pairs", 1),  # results of runs before two pairs: one
         "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
     }
 

@@ -315,6 +315,10 @@ def _check_rule(rule, where):
             kind = "an integer" if types == (int,) else "a number"
             raise UserError(f"{where}.rule: field '{key}' must be {kind} between {low} and {high}, "
                             f"got {_short(value)}")
+    pairs = rule.get("pairs", 1)  # absent from results of runs before two pairs of processes
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or not 1 <= pairs <= MAX_PROCESS_PAIRS:
+        raise UserError(f"{where}.rule: field 'pairs' must be an integer between 1 and {MAX_PROCESS_PAIRS}, "
+                        f"got {_short(pairs)}")
 
 
 def _check_machine(machine, where):
