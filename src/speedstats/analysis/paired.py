@@ -204,15 +204,21 @@ class Look:
                 "verdict": self.verdict}
 
 
+def _log_ratios_per_pair(ratios: Sequence[float], stages: Sequence[int]):
+    """The log ratios of each pair of processes that measured any (stages: rounds per pair, in order)."""
+    groups, start = [], 0
+    for count in stages:
+        if count:
+            groups.append([math.log(r) for r in ratios[start:start + count]])
+        start += count
+    return groups
+
+
 def pair_estimates(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE):
     """Each pair of processes' own estimate, {rounds, ratio, low, high} (low and high None below
     MIN_ROUNDS_FOR_INTERVAL rounds), for the rounds each measured (stages: rounds per pair, in order)."""
-    out, start = [], 0
-    for count in stages:
-        logs = [math.log(r) for r in ratios[start:start + count]]
-        start += count
-        if not logs:
-            continue
+    out = []
+    for logs in _log_ratios_per_pair(ratios, stages):
         entry = {"rounds": len(logs), "ratio": math.exp(stats.median(logs)), "low": None, "high": None}
         if len(logs) >= stats.MIN_ROUNDS_FOR_INTERVAL:
             estimate = stats.trimmed_mean(logs, rule.trim)
@@ -228,12 +234,8 @@ def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
     agreement_confidence shared among the comparisons, excludes zero) and by more than half the band,
     and their estimates lie on different sides of an edge of the band (slower, inside, faster). Two
     pairs that both show a slowdown beyond the band, of different sizes, agree that it is one."""
-    groups, start = [], 0
-    for count in stages:
-        group = [math.log(r) for r in ratios[start:start + count]]
-        start += count
-        if len(group) >= stats.MIN_ROUNDS_FOR_INTERVAL:
-            groups.append(group)
+    groups = [logs for logs in _log_ratios_per_pair(ratios, stages)
+              if len(logs) >= stats.MIN_ROUNDS_FOR_INTERVAL]
     comparisons = len(groups) * (len(groups) - 1) // 2
     if not comparisons:
         return False

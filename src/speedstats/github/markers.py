@@ -101,6 +101,17 @@ def cut_note(omitted, total, limit):
             f"{omitted} of {total} characters left out)_")
 
 
+# Room for what closes a cut body: a code fence, and the Speed stats block and the method's collapsed
+# block after it (never nested, so at most one is open where a cut falls).
+CLOSERS_ROOM = len("\n ``` ") + 2 * len("\n\n</details>")
+
+
+def closers(kept):
+    """What closes the code fence and the <details> blocks left open in a cut body's kept part."""
+    fence = "\n ``` " if kept.count("```") % 2 == 1 else ""
+    return fence + "\n\n</details>" * max(kept.count("<details>") - kept.count("</details>"), 0)
+
+
 def fit_body(body, marker_text, limit=MAX_COMMENT_CHARS):
     """body + marker, cut at a line boundary with a note when longer than GitHub allows.
 
@@ -111,15 +122,8 @@ def fit_body(body, marker_text, limit=MAX_COMMENT_CHARS):
         return body + marker_text
     total = len(body)
     # Reserve room for the closers and a note whose numbers have at most as many digits as `total`.
-    closers_room = len("\n ``` ") + 2 * len("\n\n</details>")
-    reserve = len(marker_text) + len(cut_note(total, total, limit)) + closers_room
+    reserve = len(marker_text) + len(cut_note(total, total, limit)) + CLOSERS_ROOM
     kept = body[: max(limit - reserve, 0)]
     if "\n" in kept:
         kept = kept[: kept.rindex("\n")]
-    closers = ""
-    if kept.count("```") % 2 == 1:
-        closers += "\n ``` "
-    # The Speed stats block and the method's collapsed block after it: never nested, so at most one
-    # is open where the cut falls; close as many as are open all the same.
-    closers += "\n\n</details>" * max(kept.count("<details>") - kept.count("</details>"), 0)
-    return kept + closers + cut_note(total - len(kept), total, limit) + marker_text
+    return kept + closers(kept) + cut_note(total - len(kept), total, limit) + marker_text

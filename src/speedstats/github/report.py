@@ -23,7 +23,7 @@ from speedstats import actions_io
 from speedstats.errors import UserError
 from speedstats.github import alerts, context, shards
 from speedstats.github.client import ReadOnlyToken
-from speedstats.github.markers import MAX_COMMENT_CHARS, SPEED_STATS, make_marker
+from speedstats.github.markers import CLOSERS_ROOM, MAX_COMMENT_CHARS, SPEED_STATS, closers, make_marker
 from speedstats.github.options import add_common_options
 from speedstats.github.post import post_comment
 from speedstats.github.session import (
@@ -157,16 +157,10 @@ def cut_block(block, budget, gpu, link):
     if len(block) <= budget:
         return block
     total = len(block)
-    reserve = len(_cut_note(gpu, total, total, link)) + len("\n ``` ") + 2 * len("\n\n</details>")
+    reserve = len(_cut_note(gpu, total, total, link)) + CLOSERS_ROOM
     kept = block[: max(budget - reserve, 0)]
     kept = kept[: kept.rindex("\n")] if "\n" in kept else ""
-    closers = ""
-    if kept.count("```") % 2 == 1:
-        closers += "\n ``` "
-    # The Speed stats block and the method's collapsed block after it: never nested, so at most one
-    # is open where the cut falls; close as many as are open all the same.
-    closers += "\n\n</details>" * max(kept.count("<details>") - kept.count("</details>"), 0)
-    return kept + closers + _cut_note(gpu, total - len(kept), total, link)
+    return kept + closers(kept) + _cut_note(gpu, total - len(kept), total, link)
 
 
 def budgets(sizes, room):
