@@ -8,6 +8,8 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from oneflow_builds import SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import ProfiledRound, attribute
+from speedstats.bench.sampler import StackSampler
 from speedstats.errors import UserError
 from speedstats.render import render_speed_stats
 from speedstats.results import Results
@@ -67,6 +70,60 @@ def test_the_sampler_finds_the_function_that_busy_waits_in_a_real_process(tmp_pa
     assert 0.5 * report["elapsed_s"] < total_s["__main__:main"] <= report["elapsed_s"]
     assert sum(self_s.values()) == pytest.approx(total_s["__main__:main"], rel=1e-6)
     assert report["samples"] > 5
+
+
+def test_the_sampler_keeps_no_frame_alive_after_its_sample():
+    # OneFlow 0.9.0's no_grad() restores the grad mode when its object is freed (its __exit__ does
+    # nothing). A sampler that held the frame of __enter__ until its next sample kept the object past the
+    # `with` block, and the ops after it ran without gradients.
+    class FreedOnExit:
+        def __enter__(self):
+            end = time.perf_counter() + 0.012  # longer than the GIL's switch interval: a sample lands here
+            while time.perf_counter() < end:
+                pass
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    sampler = StackSampler().start()
+    kept = []
+    for _ in range(20):
+        with FreedOnExit() as guard:
+            freed = weakref.ref(guard)
+            del guard
+        kept.append(freed() is not None)
+    sampler.stop()
+    assert sampler.samples >= 20 and kept == [False] * 20
+
+
+@pytest.mark.heavy
+def test_a_profiled_oneflow_step_keeps_its_gradients_through_no_grad_blocks(tmp_path):
+    # As the test builds' slowed Conv2d does: a no_grad() block inside forward, many times a step.
+    script = tmp_path / "no_grad.py"
+    script.write_text(textwrap.dedent("""\
+        import oneflow as flow
+        from speedstats.bench.sampler import StackSampler
+
+        class Twice(flow.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = flow.nn.Linear(64, 64)
+
+            def forward(self, x):
+                with flow.no_grad():
+                    self.linear(x)
+                return self.linear(x)
+
+        net, x = Twice(), flow.ones(8, 64)
+        sampler = StackSampler().start()
+        without_grad = sum(not net(x).sum().requires_grad for _ in range(3000))
+        print(without_grad, sampler.stop().samples)
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), timeout=300)
+    without_grad, samples = map(int, proc.stdout.split())
+    assert samples > 0 and without_grad == 0
 
 
 def profiled(rng, extra_s=0.0, places=40, steps=2):

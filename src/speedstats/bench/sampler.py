@@ -64,14 +64,19 @@ class StackSampler:
 
     def _run(self):
         last = self._started
-        frames = sys._current_frames
         while not self._stop.wait(self.interval_s):
-            frame = frames().get(self.thread_id)
-            now = time.perf_counter()
-            weight, last = now - last, now
-            if frame is None:
-                continue
-            self._add(frame, weight)
+            last = self._sample(last)
+
+    def _sample(self, last):
+        """One sample, weighted by the time since `last`; returns its time. The watched thread's frames
+        are held only while this runs: a frame kept alive holds its locals, and OneFlow's `no_grad()`
+        restores the grad mode only when its object is freed, so a frame of its __enter__ kept past the
+        `with` block would leave gradients off for the ops after it."""
+        frame = sys._current_frames().get(self.thread_id)
+        now = time.perf_counter()
+        if frame is not None:
+            self._add(frame, now - last)
+        return now
 
     def _add(self, frame, weight):
         self.samples += 1
