@@ -111,19 +111,33 @@ def test_the_same_build_as_head_and_base_flags_nothing(tmp_path, cache, repacked
     assert "Builds: head OneFlow 0.9.0+a" in comment and "; base OneFlow 0.9.0+a" in comment
 
 
-def test_a_slower_build_is_a_confirmed_regression(tmp_path, cache, repacked_oneflow_wheel,
-                                                  slow_oneflow_wheel):
+def test_a_slower_build_is_a_regression_unless_its_pairs_of_processes_disagree(
+        tmp_path, cache, repacked_oneflow_wheel, slow_oneflow_wheel):
     proc, results = run(tmp_path, cache, RESNET_ONLY, "--oneflow", str(slow_oneflow_wheel),
                         "--baseline-oneflow", str(repacked_oneflow_wheel))
-    assert proc.returncode == 1, proc.stderr
-    assert "slower than the base build: resnet50-bs2, resnet50-bs1" in proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    # On a quiet machine both cases are regressions. On one CI machine the process started first in each
+    # pair ran 1.5 to 2.3 times slower than its quiet rate (+120% with the head first, -26% with the base
+    # first): the pairs disagree, and the case is neither a regression nor no change, and says so.
+    regressions = []
     for case in results.cases:
+        if case.paired.stopped == "pairs disagree":
+            assert case.paired.verdict == "inconclusive" and case.paired.disagree
+            assert max(pair["ratio"] for pair in case.paired.pairs) > 1.04
+            assert f"The pairs of processes disagree on {case.id} OneFlow: " in comment
+            continue
+        regressions.append(case.id)
         assert case.paired.verdict == "regression" and case.paired.low > 1.04
         assert case.paired.stopped == "shown" and len(case.paired.ratios) == case.paired.rounds
+    if regressions:
+        assert proc.returncode == 1, proc.stderr
+        assert f"slower than the base build: {', '.join(regressions)}" in proc.stderr
+        assert "| \u274c regression after " in comment
+    else:
+        assert proc.returncode == 0, proc.stderr
     assert results.builds["oneflow"]["packages"]["oneflow"]["version"] == "0.9.0+slow"
     assert results.builds["oneflow_base"]["packages"]["oneflow"]["version"] == "0.9.0+a"
-    comment = (tmp_path / "out" / "comment.md").read_text()
-    assert "| \u274c regression after " in comment
 
 
 def test_a_corrupt_wheel_fails_in_seconds_and_nothing_is_measured(tmp_path, cache):

@@ -170,9 +170,10 @@ of processes disagree after 10 rounds |
 What the rounds could resolve, where they showed no change or were inconclusive: changes of resnet50-bs2 10% \
 or more.
 
-\u26a0\ufe0f The pairs of processes disagree on resnet50-bs2 OneFlow: +0.2% (-0.8% to +1.2%), then +12.2% \
-(+11.2% to +13.2%). How much of the change shows depends on the process (as with a cost that asynchronous \
-execution hides in some processes), so the verdict is neither a regression nor no change.
+\u26a0\ufe0f The pairs of processes disagree on resnet50-bs2 OneFlow: +0.2% (-0.8% to +1.2%) with the head \
+started first, then +12.2% (+11.2% to +13.2%) with the base started first. How much of the change shows \
+depends on the process (the order they were started in, or a cost that asynchronous execution hides in some \
+processes), so the verdict is neither a regression nor no change.
 
 """ + BUILDS_LINE
     assert record.paired.stopped == "pairs disagree" and record.paired.disagree

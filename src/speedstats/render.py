@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from speedstats import verdict as verdicts
+from speedstats.analysis.paired import head_starts_first
 from speedstats.casekinds import case_id_for
 from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
 from speedstats.errors import UserError
@@ -225,7 +226,9 @@ def _paired_row(case, row):
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
         "disagree": bool(case.paired and case.paired.disagree),
         "pairs": [{"change": _percent(p.get("ratio")), "low": _percent(p.get("low")),
-                   "high": _percent(p.get("high"))} for p in (case.paired.pairs if case.paired else [])],
+                   "high": _percent(p.get("high")),
+                   "first": ROLE_WORDS[HEAD if head_starts_first(i) else BASE]}
+                  for i, p in enumerate(case.paired.pairs if case.paired else [])],
         "resolvable": (None if case.paired is None or case.paired.resolvable is None
                        or row.verdict not in ("no change", "inconclusive")
                        else case.paired.resolvable * 100),

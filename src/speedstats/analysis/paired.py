@@ -204,6 +204,13 @@ class Look:
                 "verdict": self.verdict}
 
 
+def head_starts_first(pair: int) -> bool:
+    """Whether the head's process of pair `pair` (counted from 0, a confirmation's pair included) is
+    started before the base's: the order turns from pair to pair, so that neither build always starts
+    first and a start-order effect cancels in the estimate of pairs in both orders."""
+    return pair % 2 == 0
+
+
 def _log_ratios_per_pair(ratios: Sequence[float], stages: Sequence[int]):
     """The log ratios of each pair of processes that measured any (stages: rounds per pair, in order)."""
     groups, start = [], 0

@@ -183,7 +183,7 @@ class Scheduler:
                         runs[role].worker.resume()
                         runs[role].worker.kill()
                     # Started in the other order than the last pair: neither build always starts first.
-                    order = PAIR if pair % 2 == 0 else tuple(reversed(PAIR))
+                    order = PAIR if paired_analysis.head_starts_first(pair) else tuple(reversed(PAIR))
                     folder = work / ("confirm" if confirming else f"pair{pair + 1}")
                     fresh = self._workers(folder, order, max_rounds=rule.max_rounds)
                     runs.update(fresh)
