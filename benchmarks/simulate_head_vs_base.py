@@ -2,8 +2,8 @@
 seconds to run. It drives the same `analysis.paired.Rounds` the runner drives, with simulated rounds.
 
     python benchmarks/simulate_head_vs_base.py [--trials 2000] [--seed 1] [--json FILE]
-        [--sigma 0.075] [--sigma-iterations 2] [--process-sd 0.015] [--outliers 0.05]
-        [--rule first_rounds=10,max_rounds=30,...]
+        [--sigma 0.075] [--sigma-iterations 2] [--process-sd 0.015] [--start-order 0.013]
+        [--outliers 0.05] [--rule first_rounds=10,max_rounds=30,...]
 
 The model (figures of the smoke case resnet50-bs2 in old-bot mode, see README and issue 18):
 - each round's log(head/base) is the true log ratio plus normal noise of sd --sigma at
@@ -11,10 +11,13 @@ The model (figures of the smoke case resnet50-bs2 in old-bot mode, see README an
 - a share --outliers of the rounds is disturbed (a neighbour on the machine): one of the two builds
   takes an extra |N(0, 0.2)| in log;
 - each pair of processes carries an offset N(0, --process-sd) in log (placement, memory layout),
-  drawn again for each fresh pair (the rule's process_pairs, a confirmation);
+  drawn again for each fresh pair (the rule's process_pairs, a confirmation, the pairs after pairs
+  that disagree), and the build started first is --start-order slower in log (1.3% measured on this
+  CPU; 50% or more on one CI machine), which turns with the start order from pair to pair;
 - wall time: a head-only run takes 13.1 s; a baseline adds a worker start (3.0 s) and the base's
   iterations (0.256 s each, the head's scaled by its slowdown), 0.03 s per contender and round, 6.0 s
-  for each fresh pair of processes. The runner's time budget is applied as it applies it.
+  for each fresh pair of processes. The runner's time budget is applied as it applies it (with a first
+  look's time more once the rule starts more pairs after pairs that disagree).
 
 Prints, per true change, how often each outcome came out, the median and largest rounds and wall-time
 ratios against a head-only run, and the rule's parameters.
@@ -40,12 +43,14 @@ CASE_SHARE_OF_RUN_S = 11.1  # the head-only run's case (2 s of the run is speeds
 CHANGES = (-0.15, 0.0, 0.02, 0.05, 0.08, 0.10, 0.15, 0.25)
 
 
-def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, iterations=1, confirm=True):
+def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, iterations=1, confirm=True,
+             start_order=0.0):
     """One run: (verdict, rounds, wall-time ratio against head-only, confirmed or not)."""
     true = math.log1p(change)
     sd = sigma * math.sqrt(sigma_iterations / iterations)
     rounds = paired.Rounds(rule, confirm=confirm)
-    offset = rng.gauss(0, process_sd)
+    pair = 0
+    offset = rng.gauss(0, process_sd) + start_order
     head_step = ONEFLOW_STEP_S * (1 + change)
     round_s = iterations * (head_step + ONEFLOW_STEP_S) + 2 * ROUND_OVERHEAD_S
     # The first measurement: the head-only case plus a base worker and its rounds (and the head's
@@ -55,12 +60,18 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
     first_s += (rule.pairs - 1) * 2 * WORKER_START_S
     budget_s = None
     extra_s = 0.0
+    retold_budget = False
     while rounds.action != paired.DONE:
         if len(rounds.ratios) >= rule.first_rounds and budget_s is None:
             budget_s = rule.extra_budget_s(first_s, rounds.looks[-1].ratio)
+        if rounds.retold and not retold_budget:
+            budget_s = rule.extra_budget_s(first_s, rounds.looks[0].ratio, retold=True)
+            retold_budget = True
         if rounds.action in (paired.CONFIRM, paired.NEW_PAIR):
-            offset = rng.gauss(0, process_sd)
-            if rounds.action == paired.CONFIRM:
+            pair += 1
+            lean = start_order if paired.head_starts_first(pair) else -start_order
+            offset = rng.gauss(0, process_sd) + lean
+            if rounds.action == paired.CONFIRM or len(rounds.ratios) >= rule.first_rounds:
                 extra_s += 2 * WORKER_START_S
         elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > budget_s:
             rounds.stop_now()
@@ -112,6 +123,8 @@ def main(argv=None):
     parser.add_argument("--sigma-iterations", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=1, help="iterations per round")
     parser.add_argument("--process-sd", type=float, default=0.015)
+    parser.add_argument("--start-order", type=float, default=0.013,
+                        help="how much slower (log) the build started first in a pair runs")
     parser.add_argument("--outliers", type=float, default=0.05)
     parser.add_argument("--no-confirm", action="store_true")
     parser.add_argument("--rule", default="", help="rule fields, e.g. max_rounds=40,futility_z=1.28")
@@ -119,7 +132,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rule = parse_rule(args.rule)
     model = {"sigma": args.sigma, "sigma_iterations": args.sigma_iterations, "process_sd": args.process_sd,
-             "outliers": args.outliers, "iterations": args.iterations, "confirm": not args.no_confirm}
+             "outliers": args.outliers, "iterations": args.iterations, "confirm": not args.no_confirm,
+             "start_order": args.start_order}
     table = evaluate(rule, args.trials, args.seed, **model)
     print(f"rule: {json.dumps(rule.to_dict())}")
     print(f"model: {json.dumps(model)}; {args.trials} trials per change, seed {args.seed}")

@@ -90,9 +90,10 @@ trimmed mean of the per-round ratios head/base, with its 95% interval; rounds we
 interval straddled the band of \u00b14% (at most 40 rounds). Regression or improvement: the whole interval \
 beyond the band; no change: the whole interval inside it; otherwise inconclusive, and inconclusive too when \
 the pairs of processes measured changes on different sides of an edge of the band, apart beyond their \
-scatter. PyTorch is the control, its first rounds against its last; its row is shown only when it is \
-unsteady: the machine's speed moved during the run beyond what its rounds' scatter explains, by more than \
-half the band.
+scatter, unless 2 more pairs, started in the same turned orders, each agree with the pair of their order: \
+the difference is then the start order's, and the change weighs both orders alike. PyTorch is the control, \
+its first rounds against its last; its row is shown only when it is unsteady: the machine's speed moved \
+during the run beyond what its rounds' scatter explains, by more than half the band.
 
 </details>
 
@@ -154,6 +155,39 @@ after 10 rounds. The step does not fail on it; measure again on a quieter machin
     # Likely slower is not a confirmed regression: the step passes, and says so in its own output.
     assert verdict.passed and verdict.regressions == [] and verdict.likely_regressions == ["resnet50-bs1"]
     assert cases[1].paired.stopped == "rounds budget" and cases[1].paired.verdict == "inconclusive"
+
+
+def test_a_start_order_effect_told_apart_by_more_pairs_is_said_and_cancelled():
+    # The build started first 20% slower: +32% with the head first, -8% with the base first. The first two
+    # pairs disagree; two more in the same orders agree with theirs: a +10% regression, and one line.
+    ratios = [1.32, 1.33, 1.31, 1.32, 1.32, 0.917, 0.918, 0.916, 0.917, 0.917,
+              1.32, 1.31, 1.33, 1.32, 1.32, 0.917, 0.916, 0.918, 0.917, 0.917]
+    base = [0.25, 0.26] * 10
+    head = [b * r for b, r in zip(base, ratios)]
+    record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=20,
+                        input_shape=[2, 3, 64, 64])
+    record.frameworks = {"oneflow": fw(head, 20), "oneflow_base": fw(base, 20),
+                         "pytorch": fw(PYTORCH * 2, 20)}
+    rounds = Rounds(DEFAULT_RULE)
+    for ratio in ratios:
+        rounds.add(ratio)
+    assert rounds.action == DONE
+    record.paired = rounds.verdict(head, base)
+    results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record], builds=BUILDS)
+    verdict = judge(results, None)
+    notes = render_speed_stats(results, None, verdict).split("\n\n</details>\n\n", 1)[1]
+    assert notes == HEADER + """\
+| resnet50-bs2 OneFlow | 260.0ms | 286.1ms | +10.0% (+9.8% to +10.3%) | \u274c regression after 20 rounds |
+""" + METHOD + """\
+The build started first measured 20.0% slower on resnet50-bs2 OneFlow: +32.0% (+31.1% to +32.9%) with the \
+head started first, then -8.3% (-8.4% to -8.2%) with the base started first, then +32.0% (+31.1% to +32.9%) \
+with the head started first, then -8.3% (-8.4% to -8.2%) with the base started first. The change shown \
+weighs both start orders alike, which cancels that.
+
+""" + BUILDS_LINE
+    assert verdict.regressions == ["resnet50-bs2"]
+    again = results_model.loads(results.to_json()).cases[0].paired
+    assert again.start_order == pytest.approx(1.2, abs=0.001) and again.stages == [5, 5, 5, 5]
 
 
 def test_pairs_of_processes_that_disagree_are_said_in_one_line_with_each_pairs_change():

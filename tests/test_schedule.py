@@ -193,6 +193,29 @@ def test_pairs_of_processes_that_disagree_leave_the_case_inconclusive(bench):
     assert "[1/1]   head vs base: 6 rounds, stopped (pairs disagree)" in bench.lines
 
 
+def test_pairs_that_disagree_are_followed_by_two_more_that_tell_the_start_order_apart(bench):
+    # The build started first is slower: the head measures +32% when it starts first, -8% when the base
+    # does (a true +10%). The first two pairs disagree; two more, in the same turned orders, agree with
+    # the pair of their order, and the estimate weighs both orders alike.
+    head_first, base_first = {"rounds": [0.0132, 0.0133, 0.0131]}, {"rounds": [0.00917, 0.00918, 0.00916]}
+    plan = {HEAD: [head_first, base_first, head_first, base_first], BASE: [{"rounds": [0.01]}],
+            PYTORCH: [{"rounds": [0.02]}]}
+    record = bench.run(suite(rounds=1, times=6), plan, rule=rule(
+        first_rounds=6, step_rounds=6, max_rounds=12, process_pairs=2, extra_factor=50.0,
+        leaning_extra_factor=50.0))
+    starts = [line for line in bench.events if line.endswith(" start")]
+    assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
+                      "oneflow_base 1 start", "oneflow 1 start", "oneflow 2 start", "oneflow_base 2 start",
+                      "oneflow_base 3 start", "oneflow 3 start"]
+    paired = record.paired
+    assert (paired.verdict, paired.stopped, paired.stages, paired.disagree) == (
+        "regression", "shown", [3, 3, 3, 3], False)
+    assert paired.ratio == pytest.approx(1.10, abs=0.005)
+    assert paired.start_order == pytest.approx(1.2, abs=0.01)
+    assert len(record.frameworks[HEAD].rounds_s) == len(record.frameworks[BASE].rounds_s) == 12
+    assert "[1/1]   head vs base: 12 rounds, stopped (shown)" in bench.lines
+
+
 class ThrottledGpu(dict):
     """A stand-in NVML GPU that reports a software power cap once for each time the fake worker made
     the file `throttled` (during a round its plan names), and idle clocks otherwise."""

@@ -225,6 +225,7 @@ def _paired_row(case, row):
         "verdict": row.verdict, "leaning": row.leaning, "rounds": row.rounds, "text": _cell(row.text),
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
         "disagree": bool(case.paired and case.paired.disagree),
+        "start_order": _percent(case.paired.start_order) if case.paired else None,
         "pairs": [{"change": _percent(p.get("ratio")), "low": _percent(p.get("low")),
                    "high": _percent(p.get("high")),
                    "first": ROLE_WORDS[HEAD if head_starts_first(i) else BASE]}
@@ -417,6 +418,9 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
     attribution = [view for view in map(attribution_context, results.cases) if view]
     return {
         "rows": rows, "likely": likely, "disagreeing": [row for row in rows if row["disagree"]],
+        # Cases whose start order moved their pairs by more than half the band, which the change cancels.
+        "ordered": [row for row in rows if not row["disagree"] and row["start_order"] is not None
+                    and abs(row["start_order"]) > rule["min_effect"] * 100 / 2],
         "attribution": attribution, "confirmed": confirmed,
         "cleared": cleared, "builds": builds,
         "memory": memory_lines(results, verdict, show_memory) + [
@@ -425,6 +429,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
         "process_pairs": rule.get("pairs", 1),  # results of runs before two pairs: one
+        "disagreement_pairs": rule.get("disagreement_pairs", 0),
         "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
     }
 

@@ -271,8 +271,13 @@ def _check_paired(paired, where):
         _check_rule(paired["rule"], where)
     _check_ratios(paired, where, ratio_required=verdict not in (None, "not comparable"), verdict=verdict)
     pairs = _field(paired, "pairs", (list,), where, required=False) or []
-    if len(pairs) > MAX_PROCESS_PAIRS:
-        raise UserError(f"{where}: field 'pairs' has {len(pairs)} entries, at most {MAX_PROCESS_PAIRS}")
+    if len(pairs) > MAX_PROCESS_PAIRS + 1:  # a confirmation's pair after the rule's
+        raise UserError(f"{where}: field 'pairs' has {len(pairs)} entries, at most {MAX_PROCESS_PAIRS + 1}")
+    start_order = paired.get("start_order")
+    if start_order is not None and (isinstance(start_order, bool) or not isinstance(start_order, _NUM)
+                                    or not 0 < start_order <= MAX_RATIO):
+        raise UserError(f"{where}: field 'start_order' must be a number above 0 and at most {MAX_RATIO:g}, "
+                        f"got {_short(start_order)}")
     for index, pair in enumerate(pairs):
         if not isinstance(pair, dict):
             raise UserError(f"{where}.pairs[{index}]: must be a mapping, got {_short(pair)}")

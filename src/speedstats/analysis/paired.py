@@ -11,8 +11,11 @@ The rounds are measured in `process_pairs` pairs of head and base processes, eac
 change shows can depend on the process (its threads' placement, its allocator's layout), and one pair
 alone would put such an effect of any size straight into the verdict. When the pairs disagree, beyond
 what their rounds' scatter explains and by more than half the band, and their estimates lie on
-different sides of an edge of the band, the verdict is inconclusive (stopped "pairs disagree"), never
-"no change" nor a regression.
+different sides of an edge of the band, `disagreement_pairs` more pairs share as many rounds again.
+The start order turns from pair to pair, so pairs started in the same order can then be compared:
+when they agree, the difference was the start order's (the build started first runs slower on some
+machines), and the estimate weighs both orders alike, which cancels it; when they disagree too, the
+verdict is inconclusive (stopped "pairs disagree"), never "no change" nor a regression.
 
 The rule (`SequentialRule`) looks at the ratios after `first_rounds` rounds, then every `step_rounds`
 more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is held against the band
@@ -76,6 +79,11 @@ class SequentialRule:
     # needs them to agree: at agreement_confidence, their changes differ by no more than half the band.
     process_pairs: int = 2
     agreement_confidence: float = 0.99
+    # When the first look's pairs disagree, this many more pairs (their start orders turning on), which
+    # share as many rounds as the first look had: pairs started in the same order then tell a start-order
+    # effect (they agree, and the estimate weighs both orders alike) from processes that differ at
+    # random (they disagree too). 0: the first disagreement stands.
+    disagreement_pairs: int = 2
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
     # Rounds after the first look: at most this share of the first look's wall time when its estimate
     # lies inside the band, leaning_extra_factor when it lies beyond (a case that leans slower or faster
@@ -118,10 +126,11 @@ class SequentialRule:
         """The round counts after which a fresh pair of processes takes over (empty for one pair)."""
         return [self.first_rounds * i // self.pairs for i in range(1, self.pairs)]
 
-    def extra_budget_s(self, first_look_s, ratio):
-        """Seconds of rounds after the first look, given its wall time and its estimate."""
+    def extra_budget_s(self, first_look_s, ratio, retold=False):
+        """Seconds of rounds after the first look, given its wall time and its estimate; retold: with
+        the time of a first look more for the pairs started after pairs that disagreed."""
         leaning = stats.leaning(ratio, self.min_effect) is not None
-        factor = self.leaning_extra_factor if leaning else self.extra_factor
+        factor = (self.leaning_extra_factor if leaning else self.extra_factor) + (1 if retold else 0)
         return min(self.max_extra_s, factor * first_look_s)
 
     def next_look(self, rounds, at_least=0):
@@ -167,6 +176,8 @@ class SequentialRule:
             ("agreement_confidence", 0.5 <= self.agreement_confidence < 1, "at least 0.5 and below 1"),
             ("process_pairs", 1 <= self.process_pairs <= MAX_PROCESS_PAIRS,
              f"between 1 and {MAX_PROCESS_PAIRS}"),
+            ("disagreement_pairs", 0 <= self.disagreement_pairs <= MAX_PROCESS_PAIRS - self.process_pairs,
+             f"between 0 and {MAX_PROCESS_PAIRS} less process_pairs"),
             ("futility_z", 0 <= self.futility_z <= MAX_FUTILITY_Z, f"between 0 and {MAX_FUTILITY_Z}"),
             ("extra_factor", 0 <= self.extra_factor <= MAX_EXTRA_FACTOR, f"between 0 and {MAX_EXTRA_FACTOR}"),
             ("leaning_extra_factor", 0 <= self.leaning_extra_factor <= MAX_EXTRA_FACTOR,
@@ -198,6 +209,9 @@ class Look:
     stopped: str | None = None  # one of STOP_REASONS when stop
     pairs: list = field(default_factory=list)  # each pair of processes' {rounds, ratio, low, high}
     disagree: bool = False
+    # With more than two pairs: how much slower the build started first measured (a ratio), which the
+    # estimate cancels by weighing both start orders alike.
+    start_order: float | None = None
 
     def to_dict(self):
         return {"rounds": self.rounds, "ratio": self.ratio, "low": self.low, "high": self.high,
@@ -215,8 +229,9 @@ def _log_ratios_per_pair(ratios: Sequence[float], stages: Sequence[int]):
     """The log ratios of each pair of processes that measured any (stages: rounds per pair, in order)."""
     groups, start = [], 0
     for count in stages:
-        if count:
-            groups.append([math.log(r) for r in ratios[start:start + count]])
+        logs = [math.log(r) for r in ratios[start:start + count]]
+        if logs:
+            groups.append(logs)
         start += count
     return groups
 
@@ -235,30 +250,41 @@ def pair_estimates(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
     return out
 
 
-def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE):
+def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE,
+                   same_start_order=False):
     """Whether two of the pairs of processes tell different stories: their changes differ beyond what
     their rounds' scatter explains (Yuen's interval of the difference, at the rule's
     agreement_confidence shared among the comparisons, excludes zero) and by more than half the band,
     and their estimates lie on different sides of an edge of the band (slower, inside, faster). Two
-    pairs that both show a slowdown beyond the band, of different sizes, agree that it is one."""
-    groups = [logs for logs in _log_ratios_per_pair(ratios, stages)
+    pairs that both show a slowdown beyond the band, of different sizes, agree that it is one.
+    same_start_order: compare only pairs whose builds were started in the same order."""
+    groups = [(pair, logs) for pair, logs in enumerate(_log_ratios_per_pair(ratios, stages))
               if len(logs) >= stats.MIN_ROUNDS_FOR_INTERVAL]
-    comparisons = len(groups) * (len(groups) - 1) // 2
-    if not comparisons:
+    compared = [(a, b) for i, (pair_a, a) in enumerate(groups) for pair_b, b in groups[i + 1:]
+                if not same_start_order or head_starts_first(pair_a) == head_starts_first(pair_b)]
+    if not compared:
         return False
-    confidence = 1 - (1 - rule.agreement_confidence) / comparisons
+    confidence = 1 - (1 - rule.agreement_confidence) / len(compared)
     margin = math.log(1 + rule.min_effect / 2)
-    for i, first in enumerate(groups):
-        for second in groups[i + 1:]:
-            sides = {stats.leaning(math.exp(stats.trimmed_mean(group, rule.trim).mean), rule.min_effect)
-                     for group in (first, second)}
-            if len(sides) == 1:
-                continue
-            difference = stats.trimmed_difference(first, second, rule.trim)
-            low, high = difference.interval(confidence)
-            if (low > 0 or high < 0) and abs(difference.mean) > margin:
-                return True
+    for first, second in compared:
+        sides = {stats.leaning(math.exp(stats.trimmed_mean(group, rule.trim).mean), rule.min_effect)
+                 for group in (first, second)}
+        if len(sides) == 1:
+            continue
+        difference = stats.trimmed_difference(first, second, rule.trim)
+        low, high = difference.interval(confidence)
+        if (low > 0 or high < 0) and abs(difference.mean) > margin:
+            return True
     return False
+
+
+def _by_start_order(logs: Sequence[float], stages: Sequence[int]):
+    """The log ratios of the pairs started head first, and of those started base first."""
+    head_first, base_first, start = [], [], 0
+    for pair, count in enumerate(stages):
+        (head_first if head_starts_first(pair) else base_first).extend(logs[start:start + count])
+        start += count
+    return head_first, base_first
 
 
 def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=False,
@@ -269,15 +295,26 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     per pair of processes; pairs that disagree make the look inconclusive and stop the rounds.
     """
     logs = [math.log(r) for r in ratios]
-    estimate = stats.trimmed_mean(logs, rule.trim)
+    stages = [count for count in stages if count]
+    head_first, base_first = _by_start_order(logs, stages)
+    # With more than two pairs, some started in the same order: differences between pairs of the same
+    # order are the processes', and one between the orders is the start order's, which the estimate
+    # cancels by weighing both orders alike.
+    by_order = len(stages) > 2 and min(len(head_first), len(base_first)) >= 2
+    if by_order:
+        estimate = stats.trimmed_midpoint(head_first, base_first, rule.trim)
+    else:
+        estimate = stats.trimmed_mean(logs, rule.trim)
     low, high = estimate.interval(rule.look_confidence)
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)
     result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
-    stages = [count for count in stages if count]
+    if by_order:
+        orders = stats.trimmed_difference(base_first, head_first, rule.trim)
+        result.start_order = math.exp(orders.mean / 2)
     if len(stages) > 1:
         result.pairs = pair_estimates(ratios, stages, rule)
-        result.disagree = pairs_disagree(ratios, stages, rule)
+        result.disagree = pairs_disagree(ratios, stages, rule, same_start_order=by_order)
     if result.disagree:
         result.verdict, result.stop, result.stopped = stats.INCONCLUSIVE, True, DISAGREE
     elif result.verdict != stats.INCONCLUSIVE:
@@ -316,6 +353,9 @@ class PairedVerdict:
     looks: list[dict] = field(default_factory=list)  # Look.to_dict() of every look, in order
     pairs: list[dict] = field(default_factory=list)  # each pair's {rounds, ratio, low, high} (2 or more)
     disagree: bool = False  # the pairs measured different changes: inconclusive, stopped DISAGREE
+    # With more than two pairs: how much slower the build started first measured (a ratio); the
+    # estimate weighs both start orders alike. None with one or two pairs.
+    start_order: float | None = None
     # A regression measured again in a fresh pair of processes (confirm_rounds) and shown again; None in
     # results of old runs, where a second stage meant just that.
     confirmed: bool | None = None
@@ -393,7 +433,7 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
     last = looks[-1]
     out.looks = [x.to_dict() for x in looks]
     out.ratio, out.low, out.high, out.verdict = last.ratio, last.low, last.high, last.verdict
-    out.pairs, out.disagree = last.pairs, last.disagree
+    out.pairs, out.disagree, out.start_order = last.pairs, last.disagree, last.start_order
     out.confidence = rule.look_confidence
     out.stopped = last.stopped if last.stopped in (SHOWN, DISAGREE) else (stopped or last.stopped or FIXED)
     if out.verdict == stats.INCONCLUSIVE:
@@ -471,6 +511,8 @@ class Rounds:
     def __init__(self, rule: SequentialRule = DEFAULT_RULE, confirm: bool = True):
         self.rule, self.confirm = rule, confirm and rule.confirm_rounds > 0
         self.ratios: list[float] = []
+        self.pair_starts = list(rule.pair_starts)
+        self.retold = False  # more pairs were started after pairs that disagreed (disagreement_pairs)
         self.looks: list[Look] = []
         self.stages = [0]
         self.action = MORE
@@ -490,7 +532,7 @@ class Rounds:
         self.action = MORE
         if len(self.ratios) >= self._next:
             self._look(final=self._next_after(len(self.ratios)) is None)
-        elif len(self.ratios) in self.rule.pair_starts:
+        elif len(self.ratios) in self.pair_starts:
             self.stages.append(0)
             self.action = NEW_PAIR
 
@@ -502,6 +544,8 @@ class Rounds:
     def _look(self, final, reason=ROUNDS_BUDGET):
         result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages)
         self.looks.append(result)
+        if result.stopped == DISAGREE and self._retell():
+            return
         if not result.stop:
             self._next = self._next_after(len(self.ratios))
             return
@@ -514,6 +558,21 @@ class Rounds:
             self.action = CONFIRM
             return
         self.action, self.stopped = DONE, result.stopped
+
+    def _retell(self):
+        """After pairs that disagree: start rule.disagreement_pairs more, sharing as many rounds as the
+        first look had, when the budget of rounds holds them (once; not while confirming)."""
+        rule, rounds = self.rule, len(self.ratios)
+        if self.retold or self.confirming or not rule.disagreement_pairs:
+            return False
+        following = rule.next_look(rounds + rule.first_rounds)
+        if following is None or following > self._cap:
+            return False
+        more = rule.disagreement_pairs
+        self.pair_starts += [rounds + rule.first_rounds * i // more for i in range(1, more)]
+        self.stages.append(0)
+        self.retold, self.action, self._next = True, NEW_PAIR, following
+        return True
 
     def stop_now(self):
         """The time budget is spent: the last look, on the rounds there are."""

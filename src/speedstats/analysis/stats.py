@@ -143,15 +143,29 @@ def trimmed_mean(values: Sequence[float], trim: float = DEFAULT_TRIM) -> Trimmed
     return TrimmedMean(n=n, cut=cut, mean=sum(inner) / kept, se=se, df=kept - 1)
 
 
+def _welch(a: TrimmedMean, b: TrimmedMean):
+    """The se of a.mean - b.mean (or of their sum) and Welch's df."""
+    var_a, var_b = a.se ** 2, b.se ** 2
+    denominator = (var_a ** 2 / a.df if var_a else 0.0) + (var_b ** 2 / b.df if var_b else 0.0)
+    df = (var_a + var_b) ** 2 / denominator if denominator else float(a.df + b.df)
+    return math.sqrt(var_a + var_b), df
+
+
 def trimmed_difference(first: Sequence[float], second: Sequence[float],
                        trim: float = DEFAULT_TRIM) -> TrimmedMean:
     """Yuen's two-sample comparison: trimmed mean of second minus that of first, se and Welch's df."""
     a, b = trimmed_mean(first, trim), trimmed_mean(second, trim)
-    var_a, var_b = a.se ** 2, b.se ** 2
-    se = math.sqrt(var_a + var_b)
-    denominator = (var_a ** 2 / a.df if var_a else 0.0) + (var_b ** 2 / b.df if var_b else 0.0)
-    df = (var_a + var_b) ** 2 / denominator if denominator else float(a.df + b.df)
+    se, df = _welch(a, b)
     return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=b.mean - a.mean, se=se, df=df)
+
+
+def trimmed_midpoint(first: Sequence[float], second: Sequence[float],
+                     trim: float = DEFAULT_TRIM) -> TrimmedMean:
+    """The mean of two samples' trimmed means, weighing the two alike whatever their sizes (an effect
+    of +d in one and -d in the other cancels), with its se and Welch's df."""
+    a, b = trimmed_mean(first, trim), trimmed_mean(second, trim)
+    se, df = _welch(a, b)
+    return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=(a.mean + b.mean) / 2, se=se / 2, df=df)
 
 
 def band_outcome(low: float, high: float, min_effect: float) -> str:

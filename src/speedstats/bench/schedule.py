@@ -163,6 +163,7 @@ class Scheduler:
         earlier = {role: [] for role in PAIR}
         budget_s = None
         first_look_at = None
+        retold_budget = False  # the budget holds the pairs started after pairs that disagreed
         try:
             self._start_all(runs)
             pair = 0  # which pair of head and base processes is measuring
@@ -199,12 +200,15 @@ class Scheduler:
                 sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1])
                 if budget_s is None and len(sequence.ratios) >= self.plan.rounds:
                     first_look_at = time.monotonic()
-                    budget_s = rule.extra_budget_s(first_look_at - began, sequence.looks[-1].ratio
-                                                   if sequence.looks else 1.0)
+                    first_ratio = sequence.looks[-1].ratio if sequence.looks else 1.0
+                    budget_s = rule.extra_budget_s(first_look_at - began, first_ratio)
                     for role in roles:
                         if role not in PAIR:  # PyTorch is done: its process goes
                             runs[role].worker.resume()
                             self._finish(runs[role])
+                if sequence.retold and not retold_budget and budget_s is not None:
+                    budget_s = rule.extra_budget_s(first_look_at - began, first_ratio, retold=True)
+                    retold_budget = True
             if sequence.action != paired_analysis.DONE:
                 sequence.stop_now()
             self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
