@@ -58,22 +58,16 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
     first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * head_step
                + rule.first_rounds * ROUND_OVERHEAD_S)
     first_s += (rule.pairs - 1) * 2 * WORKER_START_S
-    budget_s = None
     extra_s = 0.0
-    retold_budget = False
     while rounds.action != paired.DONE:
-        if len(rounds.ratios) >= rule.first_rounds and budget_s is None:
-            budget_s = rule.extra_budget_s(first_s, rounds.looks[-1].ratio)
-        if rounds.retold and not retold_budget:
-            budget_s = rule.extra_budget_s(first_s, rounds.looks[0].ratio, retold=True)
-            retold_budget = True
         if rounds.action in (paired.CONFIRM, paired.NEW_PAIR):
             pair += 1
             lean = start_order if paired.head_starts_first(pair) else -start_order
             offset = rng.gauss(0, process_sd) + lean
             if rounds.action == paired.CONFIRM or len(rounds.ratios) >= rule.first_rounds:
                 extra_s += 2 * WORKER_START_S
-        elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > budget_s:
+        elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > rule.extra_budget_s(
+                first_s, rounds.looks[0].ratio, retold=rounds.retold):
             rounds.stop_now()
             break
         if len(rounds.ratios) >= rule.first_rounds:

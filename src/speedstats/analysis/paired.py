@@ -296,13 +296,14 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     """
     logs = [math.log(r) for r in ratios]
     stages = [count for count in stages if count]
-    head_first, base_first = _by_start_order(logs, stages)
     # With more than two pairs, some started in the same order: differences between pairs of the same
     # order are the processes', and one between the orders is the start order's, which the estimate
     # cancels by weighing both orders alike.
-    by_order = len(stages) > 2 and min(len(head_first), len(base_first)) >= 2
+    orders = _by_start_order(logs, stages) if len(stages) > 2 else ()
+    by_order = bool(orders) and min(map(len, orders)) >= 2
     if by_order:
-        estimate = stats.trimmed_midpoint(head_first, base_first, rule.trim)
+        head_first, base_first = (stats.trimmed_mean(order, rule.trim) for order in orders)
+        estimate = stats.midpoint(head_first, base_first)
     else:
         estimate = stats.trimmed_mean(logs, rule.trim)
     low, high = estimate.interval(rule.look_confidence)
@@ -310,8 +311,7 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
                   verdict=stats.INCONCLUSIVE, stop=False)
     result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
     if by_order:
-        orders = stats.trimmed_difference(base_first, head_first, rule.trim)
-        result.start_order = math.exp(orders.mean / 2)
+        result.start_order = math.exp((head_first.mean - base_first.mean) / 2)
     if len(stages) > 1:
         result.pairs = pair_estimates(ratios, stages, rule)
         result.disagree = pairs_disagree(ratios, stages, rule, same_start_order=by_order)

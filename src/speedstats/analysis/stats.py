@@ -159,11 +159,9 @@ def trimmed_difference(first: Sequence[float], second: Sequence[float],
     return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=b.mean - a.mean, se=se, df=df)
 
 
-def trimmed_midpoint(first: Sequence[float], second: Sequence[float],
-                     trim: float = DEFAULT_TRIM) -> TrimmedMean:
+def midpoint(a: TrimmedMean, b: TrimmedMean) -> TrimmedMean:
     """The mean of two samples' trimmed means, weighing the two alike whatever their sizes (an effect
     of +d in one and -d in the other cancels), with its se and Welch's df."""
-    a, b = trimmed_mean(first, trim), trimmed_mean(second, trim)
     se, df = _welch(a, b)
     return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=(a.mean + b.mean) / 2, se=se / 2, df=df)
 

@@ -161,9 +161,8 @@ class Scheduler:
         runs = self._workers(work, roles, max_rounds=rule.max_rounds)
         # What each build measured before a confirmation's fresh processes replaced it.
         earlier = {role: [] for role in PAIR}
-        budget_s = None
-        first_look_at = None
-        retold_budget = False  # the budget holds the pairs started after pairs that disagreed
+        # When the first look was taken, its wall time and its estimate: the time budget after it.
+        first_look_at = first_look_s = first_ratio = None
         try:
             self._start_all(runs)
             pair = 0  # which pair of head and base processes is measuring
@@ -189,7 +188,8 @@ class Scheduler:
                     fresh = self._workers(folder, order, max_rounds=rule.max_rounds)
                     runs.update(fresh)
                     self._start_all(fresh)
-                elif budget_s is not None and time.monotonic() - first_look_at > budget_s:
+                elif first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
+                        first_look_s, first_ratio, retold=sequence.retold):
                     sequence.stop_now()
                     break
                 done = len(sequence.ratios)
@@ -198,17 +198,14 @@ class Scheduler:
                 if any(runs[role].error for role in PAIR):
                     break
                 sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1])
-                if budget_s is None and len(sequence.ratios) >= self.plan.rounds:
+                if first_look_at is None and len(sequence.ratios) >= self.plan.rounds:
                     first_look_at = time.monotonic()
+                    first_look_s = first_look_at - began
                     first_ratio = sequence.looks[-1].ratio if sequence.looks else 1.0
-                    budget_s = rule.extra_budget_s(first_look_at - began, first_ratio)
                     for role in roles:
                         if role not in PAIR:  # PyTorch is done: its process goes
                             runs[role].worker.resume()
                             self._finish(runs[role])
-                if sequence.retold and not retold_budget and budget_s is not None:
-                    budget_s = rule.extra_budget_s(first_look_at - began, first_ratio, retold=True)
-                    retold_budget = True
             if sequence.action != paired_analysis.DONE:
                 sequence.stop_now()
             self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
