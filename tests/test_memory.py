@@ -208,8 +208,8 @@ def notes(body):
     return body.split("</details>", 1)[1]
 
 
-WARM_UP = ("Warm-up, from the worker's start to its first timed round (one start each, not judged): "
-           "resnet50-bs2 12.5s, base 12.5s (+0.0%)")
+WARM_UP = ("Warm-up, from the worker's start to its first timed round (reported, not judged): "
+           "resnet50-bs2 12.5s, base 12.5s (+0.0%, one start each)")
 
 
 def memory_part(results, suite):
@@ -230,7 +230,19 @@ def test_the_memory_line_after_the_block_gives_the_signed_change_byte_for_byte()
         "resnet50-bs2 memory: OneFlow 1100 MiB, base 1100 MiB, +0 MiB (+0.0%) within 64 MiB\n")
     results = with_base(1228, 1100)
     results.cases[0].frameworks["oneflow"].setup_s = 15.0
-    assert memory_part(results, Suite()).endswith("resnet50-bs2 15.0s, base 12.5s (+20.0%)")
+    assert memory_part(results, Suite()).endswith("resnet50-bs2 15.0s, base 12.5s (+20.0%, one start each)")
+
+
+def test_the_warm_up_line_gives_each_pair_of_processes_change_byte_for_byte():
+    results = with_base(1101, 1100)
+    head, base = results.cases[0].frameworks["oneflow"], results.cases[0].frameworks["oneflow_base"]
+    head.setup_starts_s, head.setup_s = [3.3, 2.9], 3.1
+    base.setup_starts_s, base.setup_s = [3.0, 3.0], 3.0
+    assert memory_part(results, Suite()).split("\n")[1] == (
+        "Warm-up, from the worker's start to its first timed round (reported, not judged): "
+        "resnet50-bs2 3.1s, base 3.0s (+3.3%, the median of 2 starts each; pair by pair +10.0%, -3.3%)")
+    base.setup_starts_s = [3.0]
+    assert memory_part(results, Suite()).endswith("(+3.3%, the median of 2 and 1 starts)")
 
 
 def test_the_block_itself_is_unchanged_by_the_memory_lines():
@@ -263,6 +275,8 @@ def test_results_json_keeps_the_memory_warm_up_and_throughput_figures():
     assert (head.sampled_peak_bytes, head.sampled_memory_kind, head.rss_peak_bytes) == (
         1228 * MIB, "rss-tree", 1228 * MIB)
     assert head.setup_s == 12.5 and head.images_per_s == pytest.approx(10.0)
+    results.cases[0].frameworks["oneflow"].setup_starts_s = [12.0, 13.0]
+    assert results_from_dict(results.to_dict()).cases[0].frameworks["oneflow"].setup_starts_s == [12.0, 13.0]
     # An older reader's results (no such fields) read as before.
     data = results.to_dict()
     for fw in data["cases"][0]["frameworks"].values():
@@ -274,6 +288,9 @@ def test_results_json_keeps_the_memory_warm_up_and_throughput_figures():
 @pytest.mark.parametrize("key, value, message", [
     ("sampled_peak_bytes", -1, "field 'sampled_peak_bytes' must not be negative"),
     ("setup_s", 0, "field 'setup_s' must be above zero"),
+    ("setup_starts_s", [3.0, -1], r"field 'setup_starts_s\[1\]' must be above zero"),
+    ("setup_starts_s", [3.0] * 12, "field 'setup_starts_s' must hold at most 11 starts"),
+    ("setup_starts_s", "x", "field 'setup_starts_s'"),
     ("images_per_s", -3.0, "field 'images_per_s' must be a number from 0"),
 ])
 def test_a_bad_memory_or_warm_up_figure_is_named(key, value, message):

@@ -161,7 +161,8 @@ def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench)
 
 
 def test_two_pairs_of_processes_share_the_first_look_started_in_turned_order(bench):
-    plan = {HEAD: [{"rounds": [0.0150, 0.0152, 0.0148]}, {"rounds": [0.0151, 0.0149, 0.0150]}],
+    plan = {HEAD: [{"rounds": [0.0150, 0.0152, 0.0148], "setup_s": 0.4},
+                   {"rounds": [0.0151, 0.0149, 0.0150], "setup_s": 0.2}],
             BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
     record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=10,
                                                                   process_pairs=2))
@@ -178,6 +179,12 @@ def test_two_pairs_of_processes_share_the_first_look_started_in_turned_order(ben
     assert len(record.frameworks[PYTORCH].rounds_s) == 6 and len(record.frameworks[HEAD].rounds_s) == 6
     fresh_pair = "[1/1]   head vs base: 3 rounds measured; the next ones in a fresh pair of processes"
     assert fresh_pair in bench.lines
+    # Each build's warm-up from both its starts, in the order started; its figure their median.
+    head, base = record.frameworks[HEAD], record.frameworks[BASE]
+    assert len(head.setup_starts_s) == len(base.setup_starts_s) == 2
+    assert head.setup_starts_s[0] >= 0.4 and head.setup_starts_s[1] >= 0.2
+    assert head.setup_s == pytest.approx(sum(head.setup_starts_s) / 2)
+    assert len(record.frameworks[PYTORCH].setup_starts_s) == 1
 
 
 def test_pairs_of_processes_that_disagree_leave_the_case_inconclusive(bench):

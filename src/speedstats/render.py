@@ -374,19 +374,29 @@ def memory_lines(results, verdict, show_memory=False):
 
 
 def warmup_line(results, verdict):
-    """With a baseline: each case's warm-up (worker start to first timed round), head against base; one
-    start of each, so reported, never judged. None when no case has both."""
+    """With a baseline: each case's warm-up (worker start to first timed round), head against base: the
+    median of each build's starts, and with more than one, each pair of processes' change; reported,
+    never judged. None when no case has both."""
     parts = []
     for row in verdict.head_vs_base:
         case = next(c for c in results.cases if c.id == row.case_id)
         head, base = case.frameworks.get(HEAD), case.frameworks.get(BASE)
         if head is None or base is None or not head.setup_s or not base.setup_s:
             continue
+        starts = {len(head.setup_starts_s) or 1, len(base.setup_starts_s) or 1}
+        if starts == {1}:
+            said = "one start each"
+        elif len(starts) == 1:
+            pairs = ", ".join(f"{change_percent(h / b - 1):+.1f}%"
+                              for h, b in zip(head.setup_starts_s, base.setup_starts_s))
+            said = f"the median of {starts.pop()} starts each; pair by pair {pairs}"
+        else:
+            said = f"the median of {len(head.setup_starts_s)} and {len(base.setup_starts_s)} starts"
         parts.append(f"{_cell(case.id)} {head.setup_s:.1f}s, base {base.setup_s:.1f}s "
-                     f"({change_percent(head.setup_s / base.setup_s - 1):+.1f}%)")
+                     f"({change_percent(head.setup_s / base.setup_s - 1):+.1f}%, {said})")
     if not parts:
         return None
-    return "Warm-up, from the worker's start to its first timed round (one start each, not judged): " + \
+    return "Warm-up, from the worker's start to its first timed round (reported, not judged): " + \
         "; ".join(parts)
 
 

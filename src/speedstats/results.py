@@ -27,6 +27,7 @@ MAX_COUNT = 2**31 - 1  # no batch, iteration count or shape is larger
 MIN_SECONDS, MAX_SECONDS = 1e-9, 1e7
 MAX_RATIO = 1e6  # head/base ratios and their interval (a million times slower is not a benchmark)
 MAX_INTEGER_DIGITS = 300  # a JSON integer with more digits is refused before Python converts it
+MAX_STARTS = MAX_PROCESS_PAIRS + 1  # a build's worker starts in one case: a pair's each, a confirmation's
 
 
 @dataclass
@@ -45,7 +46,11 @@ class FrameworkResult:
     sampled_peak_bytes: int | None = None
     sampled_memory_kind: str | None = None
     rss_peak_bytes: int | None = None
-    setup_s: float | None = None  # from the worker's start to its first timed round: import, model, warm-up
+    # From the worker's start to its first timed round (import, model, warm-up): the median of its starts.
+    setup_s: float | None = None
+    # Each start's, in the order started: the head and the base one per pair of processes (and one per
+    # confirmation), so that the pairs' changes can be compared; empty in results of older runs.
+    setup_starts_s: list[float] = field(default_factory=list)
     images_per_s: float | None = None  # images per second at the median time per iteration
     # The median over rounds of at least a second of the GPUs' energy counter's increase per iteration
     # (NVML, Volta and newer; null on the CPU and older GPUs).
@@ -218,6 +223,11 @@ def check_framework(fw, kind, where):
             raise UserError(f"{where}: field '{key}' must not be negative, got {getattr(fw, key)}")
     if fw.setup_s is not None:
         fw.setup_s = check_seconds(fw.setup_s, "setup_s", where)
+    if len(fw.setup_starts_s) > MAX_STARTS:
+        raise UserError(f"{where}: field 'setup_starts_s' must hold at most {MAX_STARTS} starts, "
+                        f"got {len(fw.setup_starts_s)}")
+    fw.setup_starts_s = [check_seconds(value, f"setup_starts_s[{i}]", where)
+                         for i, value in enumerate(fw.setup_starts_s)]
     for key in ("images_per_s", "energy_per_step_j"):
         value = getattr(fw, key)
         if value is not None and not (math.isfinite(float(value)) and 0 <= value <= MAX_RATIO):
@@ -404,6 +414,7 @@ def framework_from_dict(data, where, kind=None):
         sampled_memory_kind=_field(data, "sampled_memory_kind", (str,), where, required=False),
         rss_peak_bytes=_field(data, "rss_peak_bytes", (int,), where, required=False),
         setup_s=_field(data, "setup_s", _NUM, where, required=False),
+        setup_starts_s=_field(data, "setup_starts_s", (list,), where, required=False, default=[]),
         images_per_s=_field(data, "images_per_s", _NUM, where, required=False),
         energy_per_step_j=_field(data, "energy_per_step_j", _NUM, where, required=False),
         imported=_field(data, "imported", (dict,), where, required=False),

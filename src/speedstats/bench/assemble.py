@@ -40,7 +40,10 @@ def framework_result(run, case, plan):
         result.rss_peak_bytes = run.memory_peaks.get("rss_bytes") or None
         result.images_per_s = case.batch_size * case.world_size / result.per_iter_s
         result.energy_per_step_j = statistics.median(run.energy_j) if run.energy_j else None
-    if run.setup_s:
+    if run.setup_starts_s:
+        result.setup_starts_s = list(run.setup_starts_s)
+        result.setup_s = statistics.median(run.setup_starts_s)
+    elif run.setup_s:
         result.setup_s = run.setup_s
     result.round_states = list(run.states) if result.ok else []
     result.remeasured = list(run.remeasured)

@@ -74,6 +74,7 @@ def merged_with_confirmation(first, second):
         memory=second.memory or first.memory,
         imported=first.imported,
         setup_s=first.setup_s,
+        setup_starts_s=first.setup_starts_s + second.setup_starts_s,
         memory_peaks=dict(first.memory_peaks),
         energy_j=first.energy_j + (second.energy_j if kept else []),
     )

@@ -82,6 +82,8 @@ class ContenderRun:
     profiles: list[dict] = dataclasses.field(default_factory=list)  # each profiled round's report
 
     setup_s: float | None = None  # from the worker's start to ready.json: import, model, warm-up steps
+    # setup_s of each process this contender was measured in, in the order started (pairs of processes)
+    setup_starts_s: list[float] = dataclasses.field(default_factory=list)
     gpu_pids: set = dataclasses.field(default_factory=set)  # its pids as NVML reported them at its start
     # The largest sampled memory of its process tree over its timed rounds (bench.memory): rss_bytes,
     # gpu_bytes (None on the CPU); empty when not sampled.
@@ -186,6 +188,8 @@ class Scheduler:
                     order = PAIR if paired_analysis.head_starts_first(pair) else tuple(reversed(PAIR))
                     folder = work / ("confirm" if confirming else f"pair{pair + 1}")
                     fresh = self._workers(folder, order, max_rounds=rule.max_rounds)
+                    for role in PAIR:
+                        fresh[role].setup_starts_s = list(runs[role].setup_starts_s)
                     runs.update(fresh)
                     self._start_all(fresh)
                 elif first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
@@ -315,6 +319,7 @@ class Scheduler:
             run.worker.start()
             ready = run.worker.await_file("ready.json")
             run.setup_s = time.monotonic() - began
+            run.setup_starts_s.append(run.setup_s)
             run.gpu_pids = self.watch.started() or set()  # GPU processes that appeared meanwhile: its own
             run.imported = ready.get("imported") or {}
             self.log(f"{label}: ready after {ready['setup_s']:.1f}s")
