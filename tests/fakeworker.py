@@ -14,7 +14,8 @@ is started (the last one again for later starts), each with any of:
                   a throttled GPU through the stand-in NVML)
     child         true: start a child process that sleeps, which the runner must kill with the worker
     peak_memory   bytes, for done.json
-    setup_s       seconds to sleep before ready.json (its start-up and warm-up)
+    setup_s       seconds to sleep before ready.json (its start-up and warm-up), then the event
+                  "ROLE LAUNCH ready others STATES"
     profile       {"self_s": {PLACE: seconds}, "total_s": {PLACE: seconds}}: what a profiled round
                   (profile-K) reports as its sampler's figures
 
@@ -118,7 +119,9 @@ def main():
         write_atomic(control / "child-pid", str(child.pid), "fake worker's child pid file")
     event(folder, f"{name} start")
     imported = {"version": "0.0.0+fake", "file": __file__, "others": []}
-    time.sleep(plan.get("setup_s", 0.0))
+    if "setup_s" in plan:
+        time.sleep(plan["setup_s"])
+        event(folder, f"{name} ready others {others_state(control, wait_s=0.0)}")
     write_json(control / "ready.json", {"setup_s": 0.0, "pid": os.getpid(), "imported": imported})
     times = plan.get("rounds") or [0.01]
     for k in range(spec.rounds):  # at most, as a real worker: the runner may stop the rounds early

@@ -106,6 +106,22 @@ def nvml(monkeypatch):
 CONTAINER_PIDS = (4_194_304 + 101, 4_194_304 + 102, 4_194_304 + 103)  # host pids, not visible here
 
 
+def test_workers_start_alone_on_a_watched_gpu_until_one_showed_its_own_pids(nvml):
+    """On the CPU start windows are never needed; on a GPU NVML watches, until a worker started alone
+    showed its GPU processes under pids of its own tree: not when another process appeared with it."""
+    assert not machine_state.MachineWatch("cpu").start_windows_needed()
+    own, foreign = 4242, CONTAINER_PIDS[0]
+    for appeared, needed in (({own, foreign}, True), (set(), True), ({own}, False)):
+        card = gpu()
+        nvml([card])
+        watch = machine_state.MachineWatch("cuda", machine_state.Gpus([0]))
+        assert watch.start_windows_needed()
+        watch.starting()
+        card["processes"] = [(pid, 100 * MIB) for pid in sorted(appeared)]
+        watch.started(tree=[own])
+        assert watch.start_windows_needed() is needed
+
+
 def test_in_a_container_the_workers_gpu_processes_are_those_that_appeared_while_it_started(nvml):
     """NVML reports host pids: a worker of two DDP ranks whose pids this /proc does not know is matched
     by the start window; another job's process, there before, is not counted."""

@@ -3,8 +3,8 @@ steered, paused and killed as real workers are, reporting the round times their 
 checked: the order of the rounds, the head-vs-base rule's looks and stops, a disturbed round measured
 again, a flagged case confirmed or cleared in fresh processes, a worker that dies.
 
-The GPU of the disturbed-round tests is the stand-in NVML of tests/fakenvml.py (there is no GPU here);
-the fake worker says when it throttles."""
+The GPU of the disturbed-round and start tests is the stand-in NVML of tests/fakenvml.py (there is no
+GPU here); the fake worker says when it throttles, and its pid file where it runs."""
 
 import json
 import sys
@@ -21,6 +21,7 @@ from speedstats.suite import suite_from_dict
 FAKE_WORKER = Path(__file__).resolve().parent / "fakeworker.py"
 HEAD, BASE, PYTORCH = "oneflow", "oneflow_base", "pytorch"
 SW_POWER_CAP, GPU_IDLE = 0x4, 0x1
+MIB = 2**20
 
 
 def suite(rounds=3, times=3, **fields):
@@ -66,6 +67,28 @@ def bench(tmp_path):
     return Bench(tmp_path)
 
 
+def start_groups(bench):
+    """The workers' starts as the runner said them, in order: a list of labels for each group started
+    together, a list of one for a worker started alone."""
+    groups, left = [], 0
+    for line in bench.lines:
+        text = line.split("   ", 1)[-1]
+        if text.startswith("starting together: "):
+            groups.append(text.removeprefix("starting together: ").split(", "))
+            left = len(groups[-1])
+        elif ": starting and warming up (" in text:
+            if left:
+                left -= 1
+            else:
+                groups.append([text.split(":")[0]])
+    return groups
+
+
+def launches(bench):
+    """Each fake worker's start ("ROLE LAUNCH"), sorted: workers started together log theirs in any order."""
+    return sorted(line.removesuffix(" start") for line in bench.events if line.endswith(" start"))
+
+
 def rounds_ms(record, role):
     return [round(s * 1000, 6) for s in record.frameworks[role].rounds_s]
 
@@ -73,9 +96,11 @@ def rounds_ms(record, role):
 def test_rounds_take_turns_and_the_contender_not_timed_is_stopped(bench):
     record = bench.run(suite(rounds=3, times=2), {HEAD: [{"rounds": [0.02, 0.04, 0.06]}],
                                                   PYTORCH: [{"rounds": [0.01, 0.03, 0.05]}]})
-    # Each round names the state of the other worker's process while it ran: T, stopped.
-    assert bench.events == [
-        "oneflow 0 start", "pytorch 0 start",
+    # Both started together (each logs its start in its own time); each round names the state of the
+    # other worker's process while it ran: T, stopped.
+    assert start_groups(bench) == [["OneFlow", "PyTorch"]]
+    assert sorted(bench.events[:2]) == ["oneflow 0 start", "pytorch 0 start"]
+    assert bench.events[2:] == [
         "oneflow 0 round 0 others T", "pytorch 0 round 0 others T",
         "pytorch 0 round 1 others T", "oneflow 0 round 1 others T",
         "oneflow 0 round 2 others T", "pytorch 0 round 2 others T",
@@ -109,6 +134,55 @@ def rule(**fields):
 def paired_plan(ratios, base_s=0.01, pytorch_s=0.02):
     return {HEAD: [{"rounds": [base_s * r for r in ratios]}], BASE: [{"rounds": [base_s] * len(ratios)}],
             PYTORCH: [{"rounds": [pytorch_s]}]}
+
+
+def said_in_order(bench, *texts):
+    """The index in the runner's lines of the first line holding each text."""
+    return [next(i for i, line in enumerate(bench.lines) if text in line) for text in texts]
+
+
+def test_the_workers_of_a_measurement_start_together_and_each_stops_once_ready(bench):
+    # PyTorch warms up longer: the head, ready first, is stopped while PyTorch still warms up.
+    record = bench.run(suite(rounds=1, times=1), {HEAD: [{"setup_s": 0.1}], PYTORCH: [{"setup_s": 1.5}]})
+    assert start_groups(bench) == [["OneFlow", "PyTorch"]]
+    started, _, ready = said_in_order(bench, "PyTorch: starting", "OneFlow: ready after",
+                                      "PyTorch: ready after")
+    assert started < min(_, ready)
+    assert "pytorch 0 ready others T" in bench.events
+    assert record.frameworks[PYTORCH].setup_s >= 1.5
+
+
+class WorkersOnGpu(dict):
+    """A stand-in NVML GPU whose compute processes are the fake workers alive under `folder`, 100 MiB
+    each: under their own pids, or (offset) under other numbers, as NVML reports host pids to a
+    container with a PID namespace of its own."""
+
+    def __init__(self, folder, offset=0):
+        super().__init__(gpu())
+        self.folder, self.offset = folder, offset
+
+    def __getitem__(self, key):
+        if key != "processes":
+            return super().__getitem__(key)
+        pids = (int(path.read_text()) for path in self.folder.rglob("pid-0"))
+        return [(pid + self.offset, 100 * MIB) for pid in pids if running(pid)]
+
+
+@pytest.mark.parametrize("in_container", [False, True])
+def test_on_a_gpu_workers_start_alone_until_nvml_shows_their_own_pids(bench, monkeypatch, in_container):
+    card = WorkersOnGpu(bench.folder, offset=4_194_304 if in_container else 0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([card]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    plan = {HEAD: [{"rounds": [0.015]}], BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
+    record = bench.run(suite(rounds=1, times=6), plan, device="cuda:0", quiet_wait_s=0,
+                       rule=rule(first_rounds=6, max_rounds=6, process_pairs=2))
+    # The first start shows whether NVML reports the workers' own pids: then the second pair starts
+    # together; in a container only the moment a GPU process appeared tells whose it is, so each
+    # worker starts alone, and each is measured by its own processes' memory alone.
+    second_pair = [["OneFlow base"], ["OneFlow"]] if in_container else [["OneFlow base", "OneFlow"]]
+    assert start_groups(bench) == [["OneFlow"], ["OneFlow base"], ["PyTorch"], *second_pair]
+    for role in (HEAD, BASE, PYTORCH):
+        assert record.frameworks[role].sampled_peak_bytes == 100 * MIB
 
 
 def test_head_and_base_go_on_alone_until_the_rule_shows_a_change(bench):
@@ -148,10 +222,9 @@ def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
 
 def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench):
     record = bench.run(suite(rounds=1, times=3), paired_plan([1.5] * 9), rule=rule(confirm_rounds=2))
-    starts = [line for line in bench.events if line.endswith(" start")]
     # The fresh pair starts in the other order (the base first).
-    assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
-                      "oneflow_base 1 start", "oneflow 1 start"]
+    assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"]]
+    assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
     assert bench.control("confirm", HEAD, "round-1.json").exists()
     assert not bench.control("confirm", HEAD, "round-2.json").exists()
     assert (record.paired.verdict, record.paired.stages, record.paired.rounds) == ("regression", [3, 2], 5)
@@ -166,10 +239,9 @@ def test_two_pairs_of_processes_share_the_first_look_started_in_turned_order(ben
             BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
     record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=10,
                                                                   process_pairs=2))
-    starts = [line for line in bench.events if line.endswith(" start")]
     # The second pair starts after round 3, the base first this time; PyTorch keeps its one process.
-    assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
-                      "oneflow_base 1 start", "oneflow 1 start"]
+    assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"]]
+    assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
     assert bench.events.index("oneflow 1 start") < bench.events.index("oneflow 1 round 0 others T")
     assert bench.control("pair2", HEAD, "round-0.json").exists()
     paired = record.paired
@@ -210,10 +282,8 @@ def test_pairs_that_disagree_are_followed_by_two_more_that_tell_the_start_order_
     record = bench.run(suite(rounds=1, times=6), plan, rule=rule(
         first_rounds=6, step_rounds=6, max_rounds=12, process_pairs=2, extra_factor=50.0,
         leaning_extra_factor=50.0))
-    starts = [line for line in bench.events if line.endswith(" start")]
-    assert starts == ["oneflow 0 start", "oneflow_base 0 start", "pytorch 0 start",
-                      "oneflow_base 1 start", "oneflow 1 start", "oneflow 2 start", "oneflow_base 2 start",
-                      "oneflow_base 3 start", "oneflow 3 start"]
+    assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"],
+                                   ["OneFlow", "OneFlow base"], ["OneFlow base", "OneFlow"]]
     paired = record.paired
     assert (paired.verdict, paired.stopped, paired.stages, paired.disagree) == (
         "regression", "shown", [3, 3, 3, 3], False)
@@ -280,8 +350,8 @@ def test_a_missed_threshold_is_measured_again_in_fresh_processes(bench, again_s,
                                    "error": None}
     assert rounds_ms(record, HEAD) == [50.0] * 3 + [again_s * 1000] * 3
     assert len(record.frameworks[HEAD].round_states) == 6
-    starts = [line for line in bench.events if line.endswith(" start")]
-    assert starts == ["oneflow 0 start", "pytorch 0 start", "oneflow 1 start", "pytorch 1 start"]
+    assert start_groups(bench) == [["OneFlow", "PyTorch"], ["OneFlow", "PyTorch"]]
+    assert launches(bench) == ["oneflow 0", "oneflow 1", "pytorch 0", "pytorch 1"]
     assert bench.control("confirm", HEAD, "done.json").exists()
     assert f"[1/1]   flagged ({flag}): measuring again in fresh processes" in bench.lines
     assert f"[1/1]   {status} on 6 rounds" in bench.lines

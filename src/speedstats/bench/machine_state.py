@@ -358,6 +358,9 @@ class MachineWatch:
         self.gpus = gpus if gpus is not None else Gpus(gpu_indices(device))
         self.ours = set()  # GPU pids that appeared while a worker of ours started
         self._before_start = None
+        # Whether NVML reported a started worker's GPU processes under the worker's own PIDs: None until
+        # a worker started alone showed some (see start_windows_needed).
+        self.gpu_pids_are_own = None
 
     def close(self):
         self.gpus.close()
@@ -376,14 +379,24 @@ class MachineWatch:
     def starting(self):
         self._before_start = self._all_gpu_pids()
 
-    def started(self):
-        """The GPU pids that appeared since starting(): the worker's, as NVML reports them."""
+    def started(self, tree=None):
+        """The GPU pids that appeared since starting(): the worker's, as NVML reports them. tree: the
+        worker's own pids, when one worker started alone (to learn whether NVML reports those)."""
         new = set()
         if self._before_start is not None:
             new = self._all_gpu_pids() - self._before_start
             self.ours |= new
+            if new and tree is not None and self.gpu_pids_are_own is None:
+                self.gpu_pids_are_own = new <= set(tree)
         self._before_start = None
         return new
+
+    def start_windows_needed(self):
+        """Whether each worker must start alone, so that the GPU processes that appear while it starts
+        tell which are its own: on GPUs NVML watches, unless a worker started alone showed its GPU
+        processes under its own PIDs. NVML reports PIDs of the host's namespace, which inside a
+        container with a PID namespace of its own are none of the worker's."""
+        return bool(self.gpus.handles) and not self.gpu_pids_are_own
 
     def _all_gpu_pids(self):
         return {pid for procs in self.gpus.compute_pids().values() for pid in procs}

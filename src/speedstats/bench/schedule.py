@@ -1,8 +1,9 @@
 """The rounds of one case: which contender is timed when, in which processes, and when to stop.
 
-With `interleave` (the suite's default) every worker is started and warmed up first, then each timed
-round times one contender after the other, in an order that changes from round to round, while the
-others are stopped (SIGSTOP, with `pause_idle`), so that neither drift on the machine nor an idle
+With `interleave` (the suite's default) every worker is started and warmed up first (together, each
+stopped once ready, unless their GPU processes must be told apart by when they appeared), then each
+timed round times one contender after the other, in an order that changes from round to round, while
+the others are stopped (SIGSTOP, with `pause_idle`), so that neither drift on the machine nor an idle
 framework's background threads favour one of them. Without it each contender runs all its rounds
 alone, which needs only one framework's memory at a time.
 
@@ -29,7 +30,7 @@ from speedstats import machine
 from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
 from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
-from speedstats.bench.workers import Worker, WorkerFailed
+from speedstats.bench.workers import Worker, WorkerFailed, poll_wait
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
 
@@ -295,10 +296,48 @@ class Scheduler:
             run.worker.kill()
 
     def _start_all(self, runs):
-        for run in runs.values():
+        """Start every worker of `runs` ({role: ContenderRun}), each paused once it is ready: all at once,
+        unless each one's GPU processes must be told apart by when they appeared (then one after
+        another: MachineWatch.start_windows_needed)."""
+        runs = list(runs.values())
+        if len(runs) > 1 and not self.watch.start_windows_needed():
+            self._start_together(runs)
+            return
+        for run in runs:
             self._start(run)
             if self.suite.pause_idle:
                 run.worker.pause()
+
+    def _start_together(self, runs):
+        """Start every worker at once, then pause each as soon as it is ready: their starts (imports,
+        models, warm-up) overlap, and none of them runs while another contender is timed."""
+        self.log(f"starting together: {', '.join(LABELS[run.role] for run in runs)}")
+        self.watch.starting()
+        began = time.monotonic()
+        pending = []
+        for run in runs:
+            self.log(f"{LABELS[run.role]}: starting and warming up ({self.case.warmup} iterations)")
+            try:
+                run.worker.start()
+                pending.append(run)
+            except OSError as exc:
+                self._failed_start(run, exc)
+        while pending:
+            for run in list(pending):
+                try:
+                    ready = run.worker.look_for("ready.json")
+                except (WorkerFailed, OSError) as exc:
+                    pending.remove(run)
+                    self._failed_start(run, exc)
+                    continue
+                if ready is not None:
+                    pending.remove(run)
+                    self._ready(run, ready, time.monotonic() - began)
+                    if self.suite.pause_idle:
+                        run.worker.pause()
+            if pending:
+                time.sleep(poll_wait(began))
+        self.watch.started()
 
     def _interleaved_round(self, runs, roles, number, order=None):
         """Round `number` (counted from 1) of each of `roles`, in the order of round `order` (its own
@@ -311,21 +350,29 @@ class Scheduler:
                 run.worker.pause()
 
     def _start(self, run):
-        label = LABELS[run.role]
-        self.log(f"{label}: starting and warming up ({self.case.warmup} iterations)")
+        """Start one worker alone and wait until it is ready."""
+        self.log(f"{LABELS[run.role]}: starting and warming up ({self.case.warmup} iterations)")
         try:
             self.watch.starting()
             began = time.monotonic()
             run.worker.start()
             ready = run.worker.await_file("ready.json")
-            run.setup_s = time.monotonic() - began
-            run.setup_starts_s.append(run.setup_s)
-            run.gpu_pids = self.watch.started() or set()  # GPU processes that appeared meanwhile: its own
-            run.imported = ready.get("imported") or {}
-            self.log(f"{label}: ready after {ready['setup_s']:.1f}s")
+            setup_s = time.monotonic() - began
+            # The GPU processes that appeared meanwhile: its own.
+            run.gpu_pids = self.watch.started(run.worker.processes()) or set()
+            self._ready(run, ready, setup_s)
         except (WorkerFailed, OSError) as exc:
-            run.fail(str(exc))
-            self.log(f"{label}: FAILED: {exc}")
+            self._failed_start(run, exc)
+
+    def _ready(self, run, ready, setup_s):
+        run.setup_s = setup_s
+        run.setup_starts_s.append(setup_s)
+        run.imported = ready.get("imported") or {}
+        self.log(f"{LABELS[run.role]}: ready after {ready['setup_s']:.1f}s")
+
+    def _failed_start(self, run, exc):
+        run.fail(str(exc))
+        self.log(f"{LABELS[run.role]}: FAILED: {exc}")
 
     def _round(self, run, number):
         """Round `number` (counted from 1) of a contender, measured again while it is disturbed (at most

@@ -42,6 +42,11 @@ MAX_POLL_S = 0.05
 _started_workers = set()  # started and not yet killed, for kill_started_workers to sweep up
 
 
+def poll_wait(since):
+    """How long to sleep before the next look for a worker's file, waiting since `since` (monotonic)."""
+    return min(MAX_POLL_S, max(POLL_S, (time.monotonic() - since) / 20))
+
+
 class WorkerFailed(Exception):
     pass
 
@@ -165,27 +170,33 @@ class Worker:
         except (OSError, ValueError, KeyError):
             return "worker failed (unreadable error report)"
 
-    def await_file(self, name):
+    def look_for(self, name):
+        """One look for the worker's file `name`: its contents, or None while the worker is at work.
+        WorkerFailed when the worker reported an error, exited without the file or passed the deadline."""
         path = self.control / name
-        start = time.monotonic()
-        while True:
-            if path.exists():
-                return json.loads(path.read_text(encoding="utf-8"))
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+        error = self._error_file()
+        if error:
+            self.kill()
+            raise WorkerFailed(error)
+        code = self.proc.poll()
+        if code is not None and not path.exists():
             error = self._error_file()
             if error:
-                self.kill()
                 raise WorkerFailed(error)
-            code = self.proc.poll()
-            if code is not None and not path.exists():
-                error = self._error_file()
-                if error:
-                    raise WorkerFailed(error)
-                tail = _tail(self.log_path)
-                raise WorkerFailed(f"{_describe_exit(code)}{': ' + tail if tail else ''}")
-            if time.monotonic() > self.deadline:
-                self.kill()
-                raise WorkerFailed(f"timed out after {self.case.timeout_s:g}s (case timeout)")
-            time.sleep(min(MAX_POLL_S, max(POLL_S, (time.monotonic() - start) / 20)))
+            tail = _tail(self.log_path)
+            raise WorkerFailed(f"{_describe_exit(code)}{': ' + tail if tail else ''}")
+        if time.monotonic() > self.deadline:
+            self.kill()
+            raise WorkerFailed(f"timed out after {self.case.timeout_s:g}s (case timeout)")
+        return None
+
+    def await_file(self, name):
+        start = time.monotonic()
+        while (found := self.look_for(name)) is None:
+            time.sleep(poll_wait(start))
+        return found
 
     def run_round(self, profile=False):
         """Time one round: the worker's report (round-K.json, its `total_s` the round's seconds). The
