@@ -1,13 +1,14 @@
 """What starting a case's workers costs, one after another (as `speedstats run` starts them) against all
 at once: the wall time a second pair of processes adds, and what starting it beside the first would save.
 
-    python benchmarks/worker_starts.py [--workers 4] [--repeats 3] [--profile smoke] [--case resnet50-bs2]
+    python benchmarks/worker_starts.py [--workers oneflow,oneflow,pytorch] [--repeats 3]
+        [--profile smoke] [--case resnet50-bs2]
 
-Starts --workers OneFlow workers of the profile's case (the installed OneFlow, the worker `speedstats
-run` starts: import, model, warm-up iterations) until each has written ready.json, then stops it
-(SIGSTOP) as the runner does; first one after another, then all at once, --repeats times in turns.
-Prints each way's wall time until every worker was ready, and the median single start. Needs the full
-environment and a quiet machine.
+Starts one worker of the profile's case per framework in --workers (the installed builds; the worker
+`speedstats run` starts: import, model, warm-up iterations) until each has written ready.json, then
+stops it (SIGSTOP) as the runner does; first one after another, then all at once, --repeats times in
+turns. Prints each way's wall time until every worker was ready, and each framework's median single
+start. Needs the full environment and a quiet machine.
 """
 
 import argparse
@@ -21,14 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from speedstats.bench.workers import Worker
-from speedstats.contenders import HEAD
+from speedstats.contenders import HEAD, PYTORCH
 from speedstats.suite import load_suite
+
+ROLES = {"oneflow": HEAD, "pytorch": PYTORCH}
 
 
 def workers(case, args, folder):
     deadline = time.monotonic() + 600
-    return [Worker(HEAD, case, args.device, folder / f"w{i}", None, deadline, rounds=1)
-            for i in range(args.workers)]
+    return [Worker(ROLES[name], case, args.device, folder / f"w{i}", None, deadline, rounds=1)
+            for i, name in enumerate(args.workers)]
 
 
 def one_after_another(started):
@@ -55,14 +58,15 @@ def all_at_once(started):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", default="oneflow,oneflow,pytorch", type=lambda text: text.split(","),
+                        help="the frameworks of the workers, comma-separated (oneflow, pytorch)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", default="smoke")
     parser.add_argument("--case", default="resnet50-bs2")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     case = next(c for c in load_suite(profile=args.profile).cases if c.id == args.case)
-    print(f"$ python benchmarks/worker_starts.py --workers {args.workers} --repeats {args.repeats} "
+    print(f"$ python benchmarks/worker_starts.py --workers {','.join(args.workers)} --repeats {args.repeats} "
           f"--profile {args.profile} --case {args.case} --device {args.device}")
     sequential, together, singles = [], [], []
     with tempfile.TemporaryDirectory(prefix="speedstats-starts-") as tmp:
@@ -75,15 +79,17 @@ def main(argv=None):
                     else:
                         wall, each = one_after_another(started)
                         sequential.append(wall)
-                        singles.extend(each)
+                        singles.extend(zip(args.workers, each))
                 finally:
                     for worker in started:
                         worker.kill()
-                print(f"{way}: {args.workers} workers ready after "
+                print(f"{way}: {len(started)} workers ready after "
                       f"{(together if way == 'all at once' else sequential)[-1]:.1f}s", flush=True)
+    alone = {name: statistics.median(seconds for n, seconds in singles if n == name)
+             for name in dict.fromkeys(args.workers)}
     print(f"median of {args.repeats}: one after another {statistics.median(sequential):.1f}s, all at once "
-          f"{statistics.median(together):.1f}s; a single start {statistics.median(singles):.1f}s (median "
-          f"of {len(singles)})")
+          f"{statistics.median(together):.1f}s; a single start "
+          + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in alone.items()))
 
 
 if __name__ == "__main__":
