@@ -316,19 +316,39 @@ def _signed_ms(value):
     return f"{value:+.1f}ms"
 
 
+def _change_rows(changes, total=True):
+    rows = []
+    for p in changes[:MAX_ATTRIBUTION_ROWS]:
+        row = {"place": _cell(p.place), "base": _ms(p.base_ms), "head": _ms(p.head_ms),
+               "change": _signed_ms(p.change_ms), "low": _signed_ms(p.low_ms), "high": _signed_ms(p.high_ms)}
+        if total:
+            row["total"] = f"{_ms(p.base_total_ms)} → {_ms(p.head_total_ms)}"
+        rows.append(row)
+    return rows
+
+
 def attribution_context(case):
     """What the notes show of a case's attribution: its significant places where the head spends more
-    time (at most MAX_ATTRIBUTION_ROWS), or None when there is none."""
+    time and, on CUDA, its significant ops (at most MAX_ATTRIBUTION_ROWS of each), or None when there
+    is neither."""
     record = case.attribution
-    significant = record.significant if record is not None else []
-    if not significant:
+    if record is None:
         return None
-    rows = [{"place": _cell(p.place), "base": _ms(p.base_ms), "head": _ms(p.head_ms),
-             "change": _signed_ms(p.change_ms), "low": _signed_ms(p.low_ms), "high": _signed_ms(p.high_ms),
-             "total": f"{_ms(p.base_total_ms)} → {_ms(p.head_total_ms)}"}
-            for p in significant[:MAX_ATTRIBUTION_ROWS]]
+    significant, significant_ops = record.significant, record.significant_ops
+    if not significant and not significant_ops:
+        return None
+    rows = _change_rows(significant)
+    ops = None
+    if significant_ops:
+        op_rows = _change_rows(significant_ops, total=False)
+        added = sum(p.change_ms for p in significant_ops)
+        ops = {"rows": op_rows, "shown": len(op_rows), "significant": len(significant_ops),
+               "device": (record.ops_device or "").upper(), "added": _signed_ms(added),
+               "share": (added / record.step_change_ms * 100
+                         if record.step_change_ms and record.step_change_ms > 0 else None)}
     return {
         "case": _cell(case.id), "rows": rows, "rounds": record.rounds, "places": record.places_compared,
+        "ops_compared": record.ops_compared, "ops": ops,
         "confidence": record.confidence * 100, "shown": len(rows), "significant": len(significant),
         "explained": None if record.explained is None else record.explained * 100,
         "step_change": _signed_ms(record.step_change_ms), "base_step": _ms(record.base_step_ms),

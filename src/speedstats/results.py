@@ -549,26 +549,30 @@ def _attribution(data, where):
     if value is None:
         return None
     where = f"{where}: field 'attribution'"
-    places = value.get("places") or []
-    if not isinstance(places, list):
-        raise UserError(f"{where}: 'places' must be a list")
-    for i, place in enumerate(places):
-        at = f"{where}: places[{i}]"
-        if not isinstance(place, dict) or not isinstance(place.get("place"), str):
-            raise UserError(f"{at} must be an object with a 'place' string")
-        for key in _PLACE_NUMBERS:
-            number = place.get(key)
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
-                raise UserError(f"{at}: field '{key}' must be a finite number, got {shown(number)}")
-        if not isinstance(place.get("significant"), bool):
-            raise UserError(f"{at}: field 'significant' must be true or false")
+    lists = {}
+    for key in ("places", "ops"):
+        places = value.get(key) or []
+        if not isinstance(places, list):
+            raise UserError(f"{where}: '{key}' must be a list")
+        for i, place in enumerate(places):
+            at = f"{where}: {key}[{i}]"
+            if not isinstance(place, dict) or not isinstance(place.get("place"), str):
+                raise UserError(f"{at} must be an object with a 'place' string")
+            for number_key in _PLACE_NUMBERS:
+                number = place.get(number_key)
+                if (isinstance(number, bool) or not isinstance(number, (int, float))
+                        or not math.isfinite(number)):
+                    raise UserError(
+                        f"{at}: field '{number_key}' must be a finite number, got {shown(number)}")
+            if not isinstance(place.get("significant"), bool):
+                raise UserError(f"{at}: field 'significant' must be true or false")
+        lists[key] = [{k: v for k, v in p.items() if k in PlaceChange.__dataclass_fields__} for p in places]
     known = set(Attribution.__dataclass_fields__)
     unknown = sorted(set(value) - known)
     if unknown:
         raise UserError(f"{where}: unknown field '{one_line(unknown[0], 60)}'")
     try:
-        return Attribution.from_dict({**value, "places": [
-            {k: v for k, v in p.items() if k in PlaceChange.__dataclass_fields__} for p in places]})
+        return Attribution.from_dict({**value, **lists})
     except (TypeError, ValueError) as exc:
         raise UserError(f"{where}: {one_line(str(exc), 200)}") from None
 

@@ -9,6 +9,10 @@ that an unchanged build shows any significant place is at most 1 - confidence. A
 when its interval excludes zero. Places are ranked by the change of their self time, largest increase
 first, the significant increases before all the others; their total time is kept beside. The share
 explained is the sum of the significant places' self-time changes over the change of the whole step.
+
+On CUDA the same rounds also give each op's own device time per step (bench.opprofile, the
+framework's profiler), judged the same way as a second list, `ops`: the correction counts the places
+and the ops together, so the bound holds for both lists at once.
 """
 
 from __future__ import annotations
@@ -29,19 +33,32 @@ class ProfiledRound:
     total_s: float  # the round's wall time, as a timed round's
     self_s: dict[str, float] = field(default_factory=dict)
     place_total_s: dict[str, float] = field(default_factory=dict)
+    op_self_s: dict[str, float] = field(default_factory=dict)  # per op, its own device time
+    op_total_s: dict[str, float] = field(default_factory=dict)
+    op_device: str | None = None  # where the ops' time was measured; None: ops not profiled
+    op_reason: str | None = None  # why the ops were not profiled, where they were wanted
 
     @classmethod
     def from_report(cls, report):
         """From a worker's round report (round-K.json with its `profile`)."""
         profile = report["profile"]
         return cls(steps=int(profile["steps"]), total_s=float(report["total_s"]),
-                   self_s=dict(profile["self_s"]), place_total_s=dict(profile["total_s"]))
+                   self_s=dict(profile["self_s"]), place_total_s=dict(profile["total_s"]),
+                   op_self_s=dict(profile.get("op_self_s") or {}),
+                   op_total_s=dict(profile.get("op_total_s") or {}),
+                   op_device=profile.get("op_device"), op_reason=profile.get("op_reason"))
 
     def self_ms(self, place):
         return self.self_s.get(place, 0.0) * 1000 / self.steps
 
     def total_ms(self, place):
         return self.place_total_s.get(place, 0.0) * 1000 / self.steps
+
+    def op_self_ms(self, op):
+        return self.op_self_s.get(op, 0.0) * 1000 / self.steps
+
+    def op_total_ms(self, op):
+        return self.op_total_s.get(op, 0.0) * 1000 / self.steps
 
     @property
     def step_ms(self):
@@ -79,11 +96,22 @@ class Attribution:
     reason: str | None = None  # why there is no comparison
     profiled_s: float | None = None  # the profiled rounds' wall time
     case_s: float | None = None  # the case's wall time before them
+    # On CUDA: each op's own device time per step, head against base (`place` is the op), by change.
+    ops: list[PlaceChange] = field(default_factory=list)
+    ops_compared: int = 0
+    ops_device: str | None = None
+    ops_profiler: str = ""
+    ops_reason: str | None = None  # why there is no comparison of ops, where one was wanted
 
     @property
     def significant(self):
         """The significant places where the head spends more time, largest change first."""
         return [p for p in self.places if p.significant and p.change_ms > 0]
+
+    @property
+    def significant_ops(self):
+        """The significant ops where the head's device spends more time, largest change first."""
+        return [p for p in self.ops if p.significant and p.change_ms > 0]
 
     def to_dict(self):
         return asdict(self)
@@ -92,6 +120,7 @@ class Attribution:
     def from_dict(cls, data):
         values = dict(data)
         values["places"] = [PlaceChange(**place) for place in values.get("places") or []]
+        values["ops"] = [PlaceChange(**op) for op in values.get("ops") or []]
         return cls(**values)
 
 
@@ -103,10 +132,29 @@ def _center(values, trim):
     return stats.trimmed_mean(values, trim).mean if len(values) >= 2 else values[0]
 
 
+def _compare(names, head, base, self_ms, total_ms, per_place, trim):
+    """Per name, head minus base over pairs of rounds, ranked: significant increases first (a place
+    whose time scatters widely, such as a wait at a sync on a busy machine, can have a larger mean
+    change than the one that really slowed, with an interval that takes in zero), then by change."""
+    changes = []
+    for name in names:
+        head_ms, base_ms = [self_ms(r, name) for r in head], [self_ms(r, name) for r in base]
+        change = _paired(head_ms, base_ms, trim)
+        low, high = change.interval(per_place)
+        changes.append(PlaceChange(
+            place=name, base_ms=_center(base_ms, trim), head_ms=_center(head_ms, trim),
+            change_ms=change.mean, low_ms=low, high_ms=high, significant=low > 0 or high < 0,
+            base_total_ms=_center([total_ms(r, name) for r in base], trim),
+            head_total_ms=_center([total_ms(r, name) for r in head], trim)))
+    changes.sort(key=lambda p: (not (p.significant and p.change_ms > 0), -p.change_ms, p.place))
+    return changes
+
+
 def attribute(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound],
               confidence: float = stats.DEFAULT_CONFIDENCE, trim: float = stats.DEFAULT_TRIM,
-              profiler: str = "") -> Attribution:
-    """Head against base, place by place, over pairs of profiled rounds (head[k] with base[k])."""
+              profiler: str = "", ops_profiler: str = "") -> Attribution:
+    """Head against base, place by place (and op by op where both were profiled), over pairs of
+    profiled rounds (head[k] with base[k])."""
     n = min(len(head), len(base))
     head, base = list(head)[:n], list(base)[:n]
     out = Attribution(rounds=n, confidence=confidence, profiler=profiler)
@@ -114,25 +162,23 @@ def attribute(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound],
         out.reason = f"{n} profiled rounds, at least {MIN_ROUNDS} are needed"
         return out
     places = sorted({p for r in head + base for p, s in r.self_s.items() if s > 0})
-    out.places_compared = m = len(places)
-    per_place = 1 - (1 - confidence) / max(1, m)
+    with_ops = all(r.op_device for r in head + base)
+    ops = sorted({o for r in head + base for o, s in r.op_self_s.items() if s > 0}) if with_ops else []
+    if with_ops:
+        out.ops_device, out.ops_profiler = head[0].op_device, ops_profiler
+    else:
+        out.ops_reason = next((r.op_reason for r in head + base if r.op_reason), None)
+    out.places_compared = len(places)
+    out.ops_compared = len(ops)
+    per_place = 1 - (1 - confidence) / max(1, len(places) + len(ops))
     step = _paired([r.step_ms for r in head], [r.step_ms for r in base], trim)
     out.base_step_ms = _center([r.step_ms for r in base], trim)
     out.head_step_ms = _center([r.step_ms for r in head], trim)
     out.step_change_ms = step.mean
-    for place in places:
-        head_ms, base_ms = [r.self_ms(place) for r in head], [r.self_ms(place) for r in base]
-        change = _paired(head_ms, base_ms, trim)
-        low, high = change.interval(per_place)
-        out.places.append(PlaceChange(
-            place=place, base_ms=_center(base_ms, trim), head_ms=_center(head_ms, trim),
-            change_ms=change.mean, low_ms=low, high_ms=high, significant=low > 0 or high < 0,
-            base_total_ms=_center([r.total_ms(place) for r in base], trim),
-            head_total_ms=_center([r.total_ms(place) for r in head], trim)))
-    # Significant increases first: a place whose self time scatters widely (a wait at a sync on a busy
-    # machine) can have a larger mean change than the place that really slowed, with an interval that
-    # takes in zero.
-    out.places.sort(key=lambda p: (not (p.significant and p.change_ms > 0), -p.change_ms, p.place))
+    out.places = _compare(places, head, base, ProfiledRound.self_ms, ProfiledRound.total_ms, per_place,
+                          trim)
+    out.ops = _compare(ops, head, base, ProfiledRound.op_self_ms, ProfiledRound.op_total_ms, per_place,
+                       trim)
     if out.step_change_ms and out.step_change_ms > 0:
         out.explained = sum(p.change_ms for p in out.places if p.significant) / out.step_change_ms
     return out

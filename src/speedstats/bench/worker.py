@@ -8,7 +8,9 @@ so that a DDP group started by a launcher (which owns the ranks' stdin and stdou
     worker (rank 0) writes ready.json      after setup and warm-up
     runner writes      go-K                to start timed round K (every rank waits for it)
     runner writes      profile-K           instead of go-K: round K with rank 0's Python stack sampled
-                                           (bench.sampler); its round-K.json also carries `profile`
+                                           (bench.sampler) and, on CUDA, its ops profiled by the
+                                           framework's profiler (bench.opprofile); its round-K.json
+                                           also carries `profile`
     runner writes      stop                instead of go-K: no more rounds (spec.rounds is a maximum, room
                                            for sequential rounds and disturbed rounds measured again)
     worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
@@ -21,7 +23,8 @@ Each rank is SIGKILLed by the kernel when its parent (the runner or the DDP laun
 The spec's `mode` says what a ResNet50 step does (see ResNet50Step): `old-bot` measures the old
 bot's work, `clean` the fair comparison.
 
-Only this module imports torch or oneflow, and only the one framework its spec names.
+Only this module (and bench.opprofile, which it calls) imports torch or oneflow, and only the one
+framework its spec names.
 """
 
 import argparse
@@ -36,6 +39,7 @@ import traceback
 from pathlib import Path
 
 from speedstats.bench import processes
+from speedstats.bench.opprofile import OpProfileUnavailable, op_profiler
 from speedstats.bench.sampler import StackSampler
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.casekinds import CASE_KINDS
@@ -75,6 +79,11 @@ class Framework:
         self.ddp = spec.ddp
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.cuda = spec.device == "cuda"
+        self.device_name = spec.device
+
+    def op_profiler(self):
+        """This framework's bench.opprofile profiler on the spec's device (OpProfileUnavailable)."""
+        return op_profiler(self.name, self.module, self.device_name)
 
 
 class TorchFramework(Framework):
@@ -84,7 +93,7 @@ class TorchFramework(Framework):
         super().__init__(spec)
         import torch
 
-        self.torch = torch
+        self.torch = self.module = torch
         self.nn = torch.nn
         if self.cuda:
             if torch.cuda.device_count() <= self.local_rank:
@@ -166,7 +175,7 @@ class OneFlowFramework(Framework):
         super().__init__(spec)
         import oneflow as flow
 
-        self.flow = flow
+        self.flow = self.module = flow
         self.nn = flow.nn
         if self.cuda:
             if not flow.cuda.is_available() or flow.cuda.device_count() <= self.local_rank:
@@ -409,6 +418,18 @@ def error_line(exc):
     return one_line(f"{type(exc).__name__}: {exc}", limit=500)
 
 
+def _start_op_profiler(fw, spec):
+    """The framework's op profiler, started, for a profiled round where it is wanted (spec.op_profile;
+    by default on CUDA); (None, why not) where it cannot run."""
+    wanted = spec.op_profile if spec.op_profile is not None else spec.device.startswith("cuda")
+    if not wanted:
+        return None, None
+    try:
+        return fw.op_profiler().start(), None
+    except OpProfileUnavailable as exc:
+        return None, str(exc)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="speedstats.bench.worker")
     parser.add_argument("--control", required=True, type=Path)
@@ -437,9 +458,11 @@ def main(argv=None):
             if kind is None:
                 break
             fw.barrier()
-            # A profiled round is measured as a timed one, with the sampler running around it; the
-            # timed rounds never have it running.
-            sampler = StackSampler().start() if kind == PROFILE and rank == 0 else None
+            # A profiled round is measured as a timed one, with the profilers running around it; the
+            # timed rounds never have them running.
+            profiled = kind == PROFILE and rank == 0
+            ops, ops_reason = _start_op_profiler(fw, spec) if profiled else (None, None)
+            sampler = StackSampler().start() if profiled else None
             started_unix = time.time()
             start = time.perf_counter()
             measurement.run(spec.times)
@@ -448,6 +471,12 @@ def main(argv=None):
                 report = {"total_s": total, "started_unix": started_unix, "ended_unix": time.time()}
                 if sampler is not None:
                     report["profile"] = {**sampler.stop().report(), "steps": spec.times}
+                    if ops is not None:
+                        op_self, op_total = ops.stop()
+                        report["profile"].update(op_self_s=op_self, op_total_s=op_total,
+                                                 op_device=ops.device_name)
+                    elif ops_reason:
+                        report["profile"]["op_reason"] = ops_reason
                 _write_json(control / f"round-{k}.json", report)
         fw.barrier()
         if rank == 0:

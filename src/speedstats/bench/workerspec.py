@@ -34,6 +34,7 @@ class WorkerSpec:
     env: dict[str, str] = field(default_factory=dict)  # the suite's env: for this case
     timeout_s: float = 60.0  # from the worker's start to its last round
     seed: int = 0  # of the dataloader cases' image draws
+    op_profile: bool | None = None  # profiled rounds also profile ops (bench.opprofile); None: on CUDA
 
     def to_json(self):
         return json.dumps(asdict(self))
