@@ -10,7 +10,10 @@
 #    installed torch (and against the pinned torch's architecture list);
 # 2. runs the PyTorch side of the ResNet50 cases on CUDA through `speedstats run --only pytorch`:
 #    single GPU, and DDP over 2 GPUs when there are two or more, and prints the comment and the state
-#    recorded around each round.
+#    recorded around each round;
+# 3. runs one profiled round of PyTorch's worker on CUDA and prints its ops' own device time
+#    (bench.opprofile, as the profiled rounds of a slower head record them; OneFlow's side needs
+#    OneFlow, which has no wheel for this Python).
 # Needs torch (a CUDA build), torchvision, timm, jinja2, pyyaml and nvidia-ml-py; without a GPU it
 # stops with one line saying so. Exits with the run's status (7: the machine was disturbed).
 set -euo pipefail
@@ -121,5 +124,34 @@ for case in results["cases"]:
     if case.get("disturbance"):
         print(f"{case['id']}: DISTURBED: {case['disturbance']['text']}")
 PY
-echo "gpu-check: speedstats run exited $status"
+echo "== PyTorch's ops in a profiled round on CUDA (bench.opprofile)"
+"$PYTHON" - "$OUT/ops" <<'PY' || status=$?
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from speedstats.bench.environment import subprocess_env
+from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+
+control = Path(sys.argv[1])
+control.mkdir(parents=True)
+spec = WorkerSpec(framework="pytorch", device="cuda", batch_size=16, image_size=224, times=10, warmup=5,
+                  rounds=2, timeout_s=300)  # op_profile left to its default: on CUDA
+(control / SPEC_FILE).write_text(spec.to_json())
+(control / "profile-0").write_text("")
+(control / "stop").write_text("")
+subprocess.run([sys.executable, "-m", "speedstats.bench.worker", "--control", str(control)],
+               env=subprocess_env("pytorch"), check=True, timeout=600)
+report = json.loads((control / "round-0.json").read_text())
+profile, steps = report["profile"], report["profile"]["steps"]
+own = profile.get("op_self_s") or {}
+print(f"ops on {profile.get('op_device')}: {len(own)} with device time, "
+      f"{sum(own.values()) * 1000 / steps:.2f}ms per step of a {report['total_s'] * 1000 / steps:.2f}ms step")
+for op, seconds in sorted(own.items(), key=lambda item: -item[1])[:10]:
+    print(f"  {op}: {seconds * 1000 / steps:.3f}ms per step")
+if not own:
+    sys.exit(f"gpu-check: no op with device time: {profile.get('op_reason')}")
+PY
+echo "gpu-check: exit status $status"
 exit "$status"
