@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -15,7 +16,7 @@ from oneflow_builds import SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import attribute
 from speedstats.bench.environment import subprocess_env
-from speedstats.bench.opprofile import ONEFLOW_NEEDS_GPU, oneflow_op_times
+from speedstats.bench.opprofile import ONEFLOW_NEEDS_GPU
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.errors import UserError
 from test_attribution import PROFILE, SLOW_PROFILE, head_vs_base, notes_of, profiled, results_with
@@ -40,6 +41,7 @@ def profiled_worker_round(tmp_path, framework):
     return json.loads((control / "round-0.json").read_text())
 
 
+@pytest.mark.heavy
 def test_pytorch_ops_are_profiled_in_a_real_worker_on_the_cpu(tmp_path):
     report = profiled_worker_round(tmp_path, "pytorch")
     profile = report["profile"]
@@ -69,8 +71,18 @@ def kernel_event(name, cpu_us, kernels_us, runtime_us=5.0):
             "children": children}
 
 
+ONEFLOW_EVENTS = """
+    import json, sys
+    from oneflow.profiler.events import Events
+    from speedstats.bench.opprofile import oneflow_op_times
+
+    own, total = oneflow_op_times(Events(sys.argv[1]).key_averages())
+    print(json.dumps({"own": own, "total": total}))
+"""
+
+
+@pytest.mark.heavy
 def test_oneflow_ops_are_their_kernels_device_time_from_its_own_event_classes():
-    events_module = pytest.importorskip("oneflow.profiler.events")
     recorded = [
         kernel_event("conv2d", 900.0, [300.0]),
         kernel_event("conv2d", 850.0, [250.0]),
@@ -80,9 +92,14 @@ def test_oneflow_ops_are_their_kernels_device_time_from_its_own_event_classes():
          "children": []},  # no kernel: it ran on the CPU
         {"type": 0, "name": "step", "time": 5000.0, "custom_type": 0},  # a record_function range
     ]
-    averages = events_module.Events(json.dumps(recorded)).key_averages()
-    own, total = oneflow_op_times(averages)
-    assert own == pytest.approx({"conv2d": 700e-6, "relu": 20e-6}) and total == own
+    # In a process of its own: importing OneFlow sets RANK=-1 in the environment, which every worker
+    # this test process starts afterwards would inherit.
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ONEFLOW_EVENTS), json.dumps(recorded)],
+                          env=subprocess_env("oneflow"), capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    times = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert times["own"] == pytest.approx({"conv2d": 700e-6, "relu": 20e-6}) and times["total"] == times["own"]
 
 
 def op_round(rng, steps=2, slowed_op_s=0.0, places_rng=None):
