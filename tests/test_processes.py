@@ -138,3 +138,13 @@ def test_workers_get_no_github_credentials():
         env = subprocess_env(framework, base=dict(secrets, PATH="/usr/bin", GITHUB_REPOSITORY="octo/flow"))
         assert "s3cret" not in env.values()
         assert env["PATH"] == "/usr/bin" and env["GITHUB_REPOSITORY"] == "octo/flow"
+
+
+def test_workers_inherit_no_rank_a_launcher_would_set():
+    # A process that imported OneFlow 0.9.0 has RANK=-1: a worker started from it would wait as rank -1
+    # for a rank 0 that never comes. A DDP launcher sets these for each rank itself.
+    inherited = {"RANK": "-1", "LOCAL_RANK": "-1", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                 "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    for framework in ("oneflow", "pytorch"):
+        env = subprocess_env(framework, base=dict(inherited, PATH="/usr/bin"), extra={"OMP_NUM_THREADS": "1"})
+        assert not set(inherited) & set(env) and env["OMP_NUM_THREADS"] == "1"

@@ -17,6 +17,9 @@ from speedstats.contenders import versioned_packages
 # Credentials a benchmark worker never needs: whatever the measured code does, it cannot use them.
 SECRET_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "INPUT_TOKEN", "ACTIONS_RUNTIME_TOKEN",
                     "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+# Set for each rank by a DDP launcher, never by the runner: inherited, they would make a single-process
+# worker another rank than 0 (OneFlow 0.9.0's import sets RANK=-1 in the process that imports it).
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _CU11_LIBRARIES = ("cudnn", "cublas")
 
 
@@ -37,7 +40,7 @@ def nvidia_library_dirs():
 def subprocess_env(framework, base=None, extra=None):
     """The environment of a worker: base (default: ours), then the suite's `env:` (extra) on top."""
     env = dict(os.environ if base is None else base)
-    for name in SECRET_VARIABLES:
+    for name in SECRET_VARIABLES + LAUNCHER_VARIABLES:
         env.pop(name, None)
     env.update({name: str(value) for name, value in (extra or {}).items()})
     src = str(Path(speedstats.__file__).resolve().parents[1])
