@@ -7,7 +7,7 @@ the ops it called.
 
 - PyTorch: torch.profiler, its key averages, the CPU-side op rows (the kernels' own rows are
   what the ops' device time is made of, so they are not counted again).
-- OneFlow 0.9.0: oneflow.profiler, its key averages, the kernel events (one per op type) and the CUDA
+- OneFlow 0.9.0: oneflow.profiler, its key averages, the kernel events (named by op type) and the CUDA
   kernels under them. Its profiler aborts the process on a machine without a GPU driver (it
   synchronises the device when it stops), so on the CPU it is not started at all.
 """
