@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from speedstats.bench.builds import (
+    DIGESTS,
     BuildSource,
     parse_build_spec,
     prepare_build,
@@ -68,9 +69,17 @@ def sha256(path):
 
 
 def cache_entries(cache):
-    """What the builds cache holds, lock files aside."""
+    """What the builds cache holds, lock files and the wheels' remembered digests aside."""
     builds = Path(cache) / "builds"
-    return sorted(p.name for p in builds.iterdir() if not p.name.endswith(".lock")) if builds.is_dir() else []
+    if not builds.is_dir():
+        return []
+    return sorted(p.name for p in builds.iterdir() if not p.name.endswith(".lock") and p.name != DIGESTS)
+
+
+def remembered_digests(cache):
+    """{file name: text} of the wheels' digests the cache remembers."""
+    folder = Path(cache) / "builds" / DIGESTS
+    return {p.name: p.read_text() for p in folder.iterdir()} if folder.is_dir() else {}
 
 
 # --- parse_build_spec ---------------------------------------------------------------------------
@@ -239,6 +248,77 @@ def test_a_build_installs_once_and_is_reused(tmp_path):
                                            pip_args="--no-compile"), tmp_path / "cache",
                           progress=lambda _: None)
     assert other.site_dir != site and len(cache_entries(tmp_path / "cache")) == 2
+
+
+def oneflow_request(oneflow_wheel, role="oneflow"):
+    """A request for a stand-in OneFlow with the stand-in flowvision (an environment with the real
+    flowvision installed would import it, and it the real OneFlow's modules)."""
+    flowvision_wheel = stand_in_flowvision(Path(oneflow_wheel).parent / "flowvision")
+    return parse_build_spec(role, "oneflow", str(oneflow_wheel), companion_specs=[str(flowvision_wheel)])
+
+
+@pytest.mark.venv
+def test_a_wheel_file_is_read_once_while_it_is_unchanged(tmp_path):
+    wheel = stand_in_oneflow(tmp_path / "w")
+    cache = tmp_path / "cache"
+    request = oneflow_request(wheel)
+    first = prepare_build(request, cache, progress=lambda _: None)
+    assert first.provenance["packages"]["oneflow"]["sha256"] == sha256(wheel)
+    memo, = (name for name, text in remembered_digests(cache).items() if text == sha256(wheel) + "\n")
+
+    # While the file is unchanged its digest is taken from the cache, not read from the file (a digest
+    # planted there shows it; that build is another one, as its key is made from the digest).
+    planted = "0" * 64
+    (cache / "builds" / DIGESTS / memo).write_text(planted + "\n")
+    again = prepare_build(request, cache, progress=lambda _: None)
+    assert again.provenance["packages"]["oneflow"]["sha256"] == planted
+
+    # A file with another modification time is read again (a new download, a rebuilt wheel)...
+    os.utime(wheel, ns=(time.time_ns(), time.time_ns() - 10**9))
+    touched = prepare_build(request, cache, progress=lambda _: None)
+    assert touched.provenance["packages"]["oneflow"]["sha256"] == sha256(wheel)
+    assert touched.site_dir == first.site_dir
+    # ... and so is one whose remembered digest is no digest.
+    for memo in (cache / "builds" / DIGESTS).iterdir():
+        memo.write_text("not a digest\n")
+    mended = prepare_build(request, cache, progress=lambda _: None)
+    assert mended.provenance["packages"]["oneflow"]["sha256"] == sha256(wheel)
+    assert mended.site_dir == first.site_dir
+
+
+@pytest.mark.venv
+def test_remembered_digests_unused_for_a_week_are_deleted_with_the_evicted_builds(tmp_path):
+    from speedstats.bench.builds import DIGEST_KEEP_S, evict_builds
+
+    cache = tmp_path / "cache"
+    prepare_build(oneflow_request(stand_in_oneflow(tmp_path / "w")), cache, progress=lambda _: None)
+    memos = sorted((cache / "builds" / DIGESTS).iterdir())
+    assert len(memos) == 2  # OneFlow's wheel and flowvision's
+    long_ago = time.time() - DIGEST_KEEP_S - 60
+    os.utime(memos[0], (long_ago, long_ago))
+    evict_builds(cache, keep=8, progress=lambda _: None)
+    assert sorted((cache / "builds" / DIGESTS).iterdir()) == memos[1:]
+
+
+@pytest.mark.frameworks  # probes the installed PyTorch
+@pytest.mark.venv
+def test_installed_builds_are_probed_beside_the_others_and_the_first_failure_is_raised(tmp_path):
+    good = stand_in_oneflow(tmp_path / "good")
+    broken = stand_in_oneflow(tmp_path / "broken", init='raise ImportError("this build is broken")\n')
+    lines = []
+    builds = prepare_builds([oneflow_request(good), parse_build_spec("pytorch", "pytorch", "installed")],
+                            tmp_path / "cache", progress=lines.append)
+    assert list(builds) == ["oneflow", "pytorch"]
+    assert builds["pytorch"].site_dir is None and builds["pytorch"].provenance["source"] == "installed"
+    assert builds["oneflow"].provenance["packages"]["oneflow"]["version"] == "0.0.1+fake"
+    assert sorted(line.split(" ", 2)[1] for line in lines) == ["oneflow", "oneflow", "oneflow", "pytorch"]
+
+    with pytest.raises(UserError) as raised:
+        prepare_builds([parse_build_spec("pytorch", "pytorch", "installed"), oneflow_request(broken),
+                        oneflow_request(good, role="oneflow_base")],
+                       tmp_path / "cache", progress=lambda _: None)
+    assert str(raised.value) == (f"oneflow (wheel {broken.name} + wheel flowvision-0.0.1+fake-py3-none-any"
+                                 ".whl): the build does not import: ImportError: this build is broken")
 
 
 @pytest.mark.venv

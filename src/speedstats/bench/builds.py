@@ -5,7 +5,8 @@ A build other than "installed" gets its own folder, `<cache>/builds/<family>-<ke
 and the workers put it first on PYTHONPATH, so they import those packages from it and everything else
 (numpy, pillow, protobuf, the CUDA libraries) from the running environment. The key is a sha256 over
 the family, each wheel's sha256 or requirement, the pip arguments and the Python version, so a rerun
-with the same inputs reuses the folder without running pip. A requirement is cached by its text: one
+with the same inputs reuses the folder without running pip (and a wheel's sha256 is remembered by its
+file's identity, so the same file is not read again). A requirement is cached by its text: one
 that is not pinned to an exact version (`oneflow==0.9.1.dev20240101+cu118`) stays at the version it
 first installed. A folder or glob may hold one wheel of a project per Python version; the one that
 fits the workers' Python is taken.
@@ -21,6 +22,7 @@ reports versions, git commit and module files; that is the build's provenance. A
 install or import is a UserError naming it. Nothing here imports torch or oneflow.
 """
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
@@ -48,6 +50,8 @@ from speedstats.text import one_line
 
 INSTALLED = "installed"
 STORE = ".files"
+DIGESTS = ".digests"  # each wheel's sha256, by the identity of its file (_wheel_digest)
+DIGEST_KEEP_S = 7 * 24 * 3600  # a remembered digest not used for this long is deleted by evict_builds
 LAYOUT_VERSION = 1
 PROBE_TIMEOUT_S = 180
 PIP_TIMEOUT_S = 1800
@@ -239,6 +243,24 @@ def _sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _wheel_digest(path, builds_dir):
+    """The wheel's sha256, remembered under the cache by its file's identity (path, device, inode, size,
+    modification time in ns): a run that measures the same wheel file again does not read its gigabyte
+    again. A file rewritten in place that keeps its size and modification time is taken as unchanged."""
+    info = os.stat(path)
+    identity = [os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
+    memo = builds_dir / DIGESTS / hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        known = memo.read_text(encoding="ascii").strip()
+        if re.fullmatch("[0-9a-f]{64}", known):
+            os.utime(memo)  # its last use: evict_builds deletes those unused for DIGEST_KEEP_S
+            return known
+    digest = _sha256(path)
+    with contextlib.suppress(UserError):  # a cache that cannot keep it reads the wheel next time too
+        write_atomic(memo, digest + "\n", "build cache's digest")
+    return digest
 
 
 def _check_wheel(request, path):
@@ -519,6 +541,12 @@ def evict_builds(cache_dir, keep=DEFAULT_KEEP_BUILDS, progress=print_to_stderr):
         for stored in store.iterdir():
             if stored.stat().st_nlink == 1:  # only the store's own name is left
                 stored.unlink(missing_ok=True)
+    digests = builds_dir / DIGESTS
+    if digests.is_dir():
+        for memo in digests.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if now - memo.stat().st_mtime > DIGEST_KEEP_S:
+                    memo.unlink()
     if evicted:
         progress(f"build cache: deleted {len(evicted)} least recently used build(s) beyond {keep}: "
                  + ", ".join(evicted))
@@ -585,9 +613,9 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
     wheels = [s.value for s in request.sources if s.kind == "wheel"]
     for wheel in wheels:
         _check_wheel(request, wheel)
-    wheel_hashes = {wheel: _sha256(wheel) for wheel in wheels}
-    key = _cache_key(request, wheel_hashes, python_version)
     builds_dir = Path(cache_dir) / "builds"
+    wheel_hashes = {wheel: _wheel_digest(wheel, builds_dir) for wheel in wheels}
+    key = _cache_key(request, wheel_hashes, python_version)
     folder = builds_dir / f"{request.family}-{key[:16]}"
     in_use = _hold_in_use(folder) if _finished(folder) else None
     if in_use is not None and not _finished(folder):  # evicted while this run waited for the lock
@@ -623,10 +651,34 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
 
 
 def prepare_builds(requests, cache_dir, python=sys.executable, progress=print_to_stderr):
-    """The Build of each request, by role; the first failure raises its UserError."""
-    builds = {}
+    """The Build of each request, by role; the first failure (in the requests' order) raises its
+    UserError. The installed builds are probed while the others are installed or looked up and probed,
+    one after another (those take the cache's locks, which one process must not take twice at once)."""
+    roles = set()
     for request in requests:
-        if request.role in builds:
+        if request.role in roles:
             raise UserError(f"{request.role}: two builds given for this role")
-        builds[request.role] = prepare_build(request, cache_dir, python=python, progress=progress)
-    return builds
+        roles.add(request.role)
+    outcomes = {}
+    installed = [request for request in requests if request.installed]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(installed))) as pool:
+        probes = {request.role: pool.submit(prepare_build, request, cache_dir, python=python,
+                                            progress=progress)
+                  for request in installed}
+        for request in requests:
+            if request.installed:
+                continue
+            try:
+                outcomes[request.role] = prepare_build(request, cache_dir, python=python, progress=progress)
+            except UserError as exc:
+                outcomes[request.role] = exc
+                break
+        for role, probe in probes.items():
+            try:
+                outcomes[role] = probe.result()
+            except UserError as exc:
+                outcomes[role] = exc
+    for request in requests:
+        if isinstance(outcomes.get(request.role), UserError):
+            raise outcomes[request.role]
+    return {request.role: outcomes[request.role] for request in requests}
