@@ -38,6 +38,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -661,15 +662,20 @@ def prepare_builds(requests, cache_dir, python=sys.executable, progress=print_to
         roles.add(request.role)
     outcomes = {}
     installed = [request for request in requests if request.installed]
+    one_line_at_a_time = threading.Lock()
+
+    def say(message):
+        with one_line_at_a_time:
+            progress(message)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(installed))) as pool:
-        probes = {request.role: pool.submit(prepare_build, request, cache_dir, python=python,
-                                            progress=progress)
+        probes = {request.role: pool.submit(prepare_build, request, cache_dir, python=python, progress=say)
                   for request in installed}
         for request in requests:
             if request.installed:
                 continue
             try:
-                outcomes[request.role] = prepare_build(request, cache_dir, python=python, progress=progress)
+                outcomes[request.role] = prepare_build(request, cache_dir, python=python, progress=say)
             except UserError as exc:
                 outcomes[request.role] = exc
                 break
