@@ -47,6 +47,8 @@ cases:
   - {id: resnet50-ddp-bs2, skip: true}
 """
 CONDITIONS = ("aa", "slow5", "slow8", "slow10", "slow15", "slow25", "faster15", "sgdwait40", "sgdwait70")
+CONTROL_CPU_FIELDS = ("worker_user_s", "worker_system_s", "worker_minor_faults", "nonvoluntary_switches",
+                      "other_cores", "pressure_some_share")
 OUTCOMES = ("regression", "likely slower", "inconclusive", "no change", "likely faster", "improvement",
             "not comparable")
 
@@ -87,6 +89,7 @@ def one_run(work, cache, head, base=None):
         sys.exit(f"speedstats run exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     case = json.loads((out / "results.json").read_text())["cases"][0]
     paired = case.get("paired") or {}
+    control = case.get("frameworks", {}).get("pytorch") or {}
     outcome = paired.get("verdict")
     if outcome == "inconclusive" and paired.get("leaning"):
         outcome = paired["leaning"]
@@ -95,7 +98,13 @@ def one_run(work, cache, head, base=None):
             "rounds": paired.get("rounds"), "stopped": paired.get("stopped"),
             "disagree": bool(paired.get("disagree")),
             "marks": marks((out / "comment.md").read_text(encoding="utf-8")),
-            "pairs": [pair.get("ratio") for pair in paired.get("pairs") or []]}
+            "pairs": [pair.get("ratio") for pair in paired.get("pairs") or []],
+            "stages": paired.get("stages"),
+            # The control's rounds and what its process did in each, to look at when its row said
+            # unsteady.
+            "control_rounds_s": control.get("rounds_s"),
+            "control_cpu": [{key: (state.get("cpu") or {}).get(key) for key in CONTROL_CPU_FIELDS}
+                            for state in control.get("round_states") or []]}
 
 
 def marks(comment):

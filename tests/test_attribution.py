@@ -349,6 +349,19 @@ def test_an_unchanged_head_gets_no_profiled_round_unless_asked(tmp_path):
     assert record.attribution.rounds == 3 and not record.attribution.significant
 
 
+def test_the_case_cap_stops_the_profiled_rounds(tmp_path):
+    # The profiled rounds' share would allow all ten, but the case may take only as long as its first
+    # look, which the timed rounds took.
+    bench = Bench(tmp_path)
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.9,
+                                  head_vs_base={"case_cap_factor": 1}), head_vs_base(0.12, SLOW_PROFILE))
+    assert record.paired.verdict == "regression"
+    assert not [e for e in bench.events if "profiled" in e]
+    reason = record.attribution.reason
+    assert reason.startswith("the case's cap (")
+    assert reason.endswith("left 0.0s, which allowed 0 profiled rounds")
+
+
 def test_the_budget_stops_the_profiled_rounds(tmp_path):
     bench = Bench(tmp_path)
     record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.0),

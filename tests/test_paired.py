@@ -259,6 +259,21 @@ def test_a_case_leaning_beyond_the_band_after_the_first_look_gets_the_larger_bud
     assert rule.extra_budget_s(1000.0, 1.06) == rule.max_extra_s
 
 
+def test_the_case_cap_bounds_the_extra_rounds_and_keeps_a_share_for_profiled_rounds():
+    rule = SequentialRule(case_cap_factor=1.5)
+    assert rule.case_cap_s(20.0) == pytest.approx(30.0)
+    assert rule.extra_budget_s(20.0, 1.00) == pytest.approx(6.0)  # 0.3 of the first look: within the cap
+    assert rule.extra_budget_s(20.0, 1.06) == pytest.approx(10.0)  # 0.7 of it would pass the cap
+    # A quarter of what the cap leaves is kept for profiled rounds.
+    assert rule.extra_budget_s(20.0, 1.06, reserve=0.25) == pytest.approx(7.5)
+    # Pairs started after pairs that disagreed: a second first look, in the rounds and in the cap.
+    assert rule.case_cap_s(20.0, retold=True) == pytest.approx(60.0)
+    assert rule.extra_budget_s(20.0, 1.06, retold=True) == pytest.approx(34.0)
+    assert SequentialRule(case_cap_factor=1.0).extra_budget_s(20.0, 1.06) == 0.0
+    with pytest.raises(ValueError, match="case_cap_factor: must be between 1 and 101, got 0.5"):
+        SequentialRule.from_dict({"case_cap_factor": 0.5})
+
+
 @pytest.mark.parametrize("change, allowed", [(0.0, {stats.INCONCLUSIVE, stats.NO_CHANGE, stats.IMPROVEMENT}),
                                              (-0.15, {stats.IMPROVEMENT, stats.INCONCLUSIVE})])
 def test_no_false_regression_in_200_seeded_runs(change, allowed):

@@ -29,9 +29,11 @@ def suite(rounds=3, times=3, **fields):
             "min_relative_speed": 0.25}
     # Other processes' CPU time (other tests on this machine) never disturbs these rounds: the
     # disturbance tests throttle a GPU instead, when the plan says.
-    # No profiled rounds after a slower head unless a test asks (tests/test_attribution.py does).
+    # No profiled rounds after a slower head unless a test asks (tests/test_attribution.py does), and
+    # no cap on a case's wall time that a slow machine could reach.
     data = {"name": "fake", "warmup": 0, "rounds": rounds, "timeout_s": 30, "cases": [case],
-            "disturbance": {"retry_wait_s": 0, "max_other_cores": 1000.0}, "attribute": "never"}
+            "disturbance": {"retry_wait_s": 0, "max_other_cores": 1000.0}, "attribute": "never",
+            "head_vs_base": {"case_cap_factor": 101}}
     data.update(fields)
     return suite_from_dict(data, "test suite")
 
@@ -126,9 +128,11 @@ def test_without_interleave_each_contender_runs_all_its_rounds_alone(bench):
 def rule(**fields):
     """The head-vs-base rule with looks at 3, 5, 7 and 9 rounds, one pair of head and base processes
     (unless a test asks for more), and a time budget that a slow machine does not spend (extra rounds
-    may take up to 100 times the planned rounds' time, at most 600 s)."""
+    may take up to 100 times the planned rounds' time, at most 600 s, and the case 101 times its first
+    look's)."""
     return SequentialRule(**{"first_rounds": 3, "step_rounds": 2, "max_rounds": 9, "extra_factor": 100.0,
-                             "leaning_extra_factor": 100.0, "process_pairs": 1, **fields})
+                             "leaning_extra_factor": 100.0, "process_pairs": 1, "case_cap_factor": 101.0,
+                             **fields})
 
 
 def paired_plan(ratios, base_s=0.01, pytorch_s=0.02):
@@ -218,6 +222,17 @@ def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
         "inconclusive", "time budget", 3)
     assert not any(line.startswith("oneflow 0 round 3") for line in bench.events)
     assert "[1/1]   head vs base: 3 rounds, stopped (time budget)" in bench.lines
+
+
+def test_the_case_cap_stops_a_leaning_case_at_the_first_look(bench):
+    # Extra rounds would be allowed 100 times the first look's time, but the case may take only as long
+    # as its first look: a case leaning slower gets no more rounds.
+    capped = rule(case_cap_factor=1.0)
+    record = bench.run(suite(rounds=1, times=3), paired_plan([1.10, 1.02, 1.18, 1.12]), rule=capped)
+    assert (record.paired.verdict, record.paired.stopped, record.paired.rounds) == (
+        "inconclusive", "time budget", 3)
+    assert record.paired.leaning == "likely slower"
+    assert not any(line.startswith("oneflow 0 round 3") for line in bench.events)
 
 
 def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench):

@@ -91,6 +91,10 @@ class SequentialRule:
     extra_factor: float = 0.3
     leaning_extra_factor: float = 0.7
     max_extra_s: float = 600.0
+    # The whole case (its workers' starts, its rounds, more pairs, profiled rounds) takes at most this
+    # many times its first look's wall time, twice that when more pairs were started after pairs that
+    # disagreed (a second first look): the extra rounds and the profiled rounds share what is left.
+    case_cap_factor: float = 1.7
     # The plain percentage below 3 rounds (results of old runs).
     single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
     # A head holding more than max(memory_threshold_pct %, memory_threshold_mib MiB) over its base's peak
@@ -126,12 +130,20 @@ class SequentialRule:
         """The round counts after which a fresh pair of processes takes over (empty for one pair)."""
         return [self.first_rounds * i // self.pairs for i in range(1, self.pairs)]
 
-    def extra_budget_s(self, first_look_s, ratio, retold=False):
-        """Seconds of rounds after the first look, given its wall time and its estimate; retold: with
-        the time of a first look more for the pairs started after pairs that disagreed."""
+    def case_cap_s(self, first_look_s, retold=False):
+        """The most seconds the whole case may take, given its first look's wall time; retold: more
+        pairs were started after pairs that disagreed, the time of a second first look."""
+        return self.case_cap_factor * first_look_s * (2 if retold else 1)
+
+    def extra_budget_s(self, first_look_s, ratio, retold=False, reserve=0.0):
+        """Seconds of rounds after the first look, given its wall time and its estimate, within what
+        case_cap_s leaves after the first look less `reserve`, the share of that kept for profiled
+        rounds; retold: with the time of a first look more for the pairs started after pairs that
+        disagreed."""
         leaning = stats.leaning(ratio, self.min_effect) is not None
         factor = (self.leaning_extra_factor if leaning else self.extra_factor) + (1 if retold else 0)
-        return min(self.max_extra_s, factor * first_look_s)
+        room = (self.case_cap_s(first_look_s, retold) - first_look_s) * (1 - reserve)
+        return min(self.max_extra_s, factor * first_look_s, room)
 
     def next_look(self, rounds, at_least=0):
         """The first planned look at or after max(rounds, at_least), or None past the budget."""
@@ -183,6 +195,8 @@ class SequentialRule:
             ("leaning_extra_factor", 0 <= self.leaning_extra_factor <= MAX_EXTRA_FACTOR,
              f"between 0 and {MAX_EXTRA_FACTOR}"),
             ("max_extra_s", 0 <= self.max_extra_s <= MAX_EXTRA_S, f"between 0 and {MAX_EXTRA_S}"),
+            ("case_cap_factor", 1 <= self.case_cap_factor <= MAX_EXTRA_FACTOR + 1,
+             f"between 1 and {MAX_EXTRA_FACTOR + 1}"),
             ("single_round_threshold", 0 < self.single_round_threshold < 1, "between 0 and 1"),
             ("memory_threshold_pct", self.memory_threshold_pct >= 0, "not negative"),
             ("memory_threshold_mib", self.memory_threshold_mib >= 0, "not negative"),

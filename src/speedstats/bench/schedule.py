@@ -156,9 +156,10 @@ class Scheduler:
         """Head and base against each other, in rounds the rule asks for: every contender in the
         planned rounds, then the head and the base alone (the others done) until the rule stops, within
         its budget of rounds and of seconds (SequentialRule.extra_budget_s of the planned rounds' wall
-        time). The head and the base are started afresh where the rule says (its process pairs, a
-        confirmation). Returns the runs (the head's and the base's rounds those of every pair of their
-        processes, in order) and the analysis.paired.Rounds that decided."""
+        time); profiled rounds, when asked for, within what the case's cap leaves. The head and the
+        base are started afresh where the rule says (its process pairs, a confirmation). Returns the
+        runs (the head's and the base's rounds those of every pair of their processes, in order) and
+        the analysis.paired.Rounds that decided."""
         sequence = paired_analysis.Rounds(rule, confirm=confirm)
         began = time.monotonic()
         runs = self._workers(work, roles, max_rounds=rule.max_rounds)
@@ -166,6 +167,10 @@ class Scheduler:
         earlier = {role: [] for role in PAIR}
         # When the first look was taken, its wall time and its estimate: the time budget after it.
         first_look_at = first_look_s = first_ratio = None
+        # The share of what the case's cap leaves after the first look that its extra rounds leave to
+        # profiled rounds, when the case may be profiled.
+        may_profile = getattr(self.suite, "attribute", "never") != "never"
+        profile_reserve = self.suite.attribute_budget if may_profile else 0.0
         try:
             self._start_all(runs)
             pair = 0  # which pair of head and base processes is measuring
@@ -194,7 +199,7 @@ class Scheduler:
                     runs.update(fresh)
                     self._start_all(fresh)
                 elif first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
-                        first_look_s, first_ratio, retold=sequence.retold):
+                        first_look_s, first_ratio, retold=sequence.retold, reserve=profile_reserve):
                     sequence.stop_now()
                     break
                 done = len(sequence.ratios)
@@ -215,7 +220,8 @@ class Scheduler:
                 sequence.stop_now()
             self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
             if self._wants_profile(runs, sequence):
-                self._profiled_rounds(runs, time.monotonic() - began)
+                cap_s = None if first_look_s is None else rule.case_cap_s(first_look_s, sequence.retold)
+                self._profiled_rounds(runs, time.monotonic() - began, cap_s)
             for role in roles:
                 run = runs[role]
                 if run.memory or run.error:
@@ -241,20 +247,24 @@ class Scheduler:
         verdict = sequence.verdict()
         return verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
 
-    def _profiled_rounds(self, runs, case_s):
+    def _profiled_rounds(self, runs, case_s, cap_s=None):
         """Up to attribute_rounds profiled rounds of the head and the base, alternating as the timed
-        rounds do, within attribute_budget of the case's wall time (profiled rounds included): a pair of
-        rounds is started only while the time spent and one more pair stay within it."""
+        rounds do, within attribute_budget of the case's wall time (profiled rounds included) and within
+        the case's cap (cap_s of wall time in all, None: none): a pair of rounds is started only while
+        the time spent and one more pair stay within both."""
         share = self.suite.attribute_budget
         budget_s = share / (1 - share) * case_s
+        limit = f"the budget of {share:.0%} of the case's wall time ({budget_s:.1f}s)"
+        if cap_s is not None and cap_s - case_s < budget_s:
+            budget_s = max(0.0, cap_s - case_s)
+            limit = f"the case's cap ({cap_s:.1f}s in all) left {budget_s:.1f}s, which"
         pair_s = (runs[HEAD].rounds[-1] + runs[BASE].rounds[-1]) if runs[HEAD].rounds else 0.0
         began = time.monotonic()
         self.profiling = {"case_s": case_s, "profiled_s": 0.0, "reason": None}
         for k in range(self.suite.attribute_rounds):
             spent = time.monotonic() - began
             if spent + (spent / k if k else pair_s) > budget_s:
-                self.profiling["reason"] = (f"the budget of {share:.0%} of the case's wall time "
-                                            f"({budget_s:.1f}s) allowed {k} profiled rounds")
+                self.profiling["reason"] = f"{limit} allowed {k} profiled rounds"
                 break
             for role in round_order(list(PAIR), k):
                 run = runs[role]
