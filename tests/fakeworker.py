@@ -18,6 +18,7 @@ is started (the last one again for later starts), each with any of:
                   "ROLE LAUNCH ready others STATES"
     profile       {"self_s": {PLACE: seconds}, "total_s": {PLACE: seconds}}: what a profiled round
                   (profile-K) reports as its sampler's figures
+    imported_file the framework module's file its ready.json reports (this file's path by default)
 
 Every start and round is a line of `events.log` beside the plan: "ROLE LAUNCH start", "ROLE LAUNCH
 round K others STATES" ("profiled round K" for a profile-K; the process states of the other
@@ -118,7 +119,7 @@ def main():
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         write_atomic(control / "child-pid", str(child.pid), "fake worker's child pid file")
     event(folder, f"{name} start")
-    imported = {"version": "0.0.0+fake", "file": __file__, "others": []}
+    imported = {"version": "0.0.0+fake", "file": plan.get("imported_file", __file__), "others": []}
     if "setup_s" in plan:
         time.sleep(plan["setup_s"])
         event(folder, f"{name} ready others {others_state(control, wait_s=0.0)}")

@@ -70,8 +70,12 @@ def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def test_the_build_under_test_is_the_one_measured(tmp_path, cache, repacked_oneflow_wheel):
-    proc, results = run(tmp_path, cache, TINY, "--oneflow", str(repacked_oneflow_wheel))
+@pytest.mark.parametrize("cache_given", ["absolute", "relative"])
+def test_the_build_under_test_is_the_one_measured(tmp_path, cache, repacked_oneflow_wheel, cache_given):
+    # A relative --cache-dir (the action's default is .git/speedstats-cache) names the same builds from
+    # the workers' own folders: they import the build, not the environment's OneFlow.
+    given = cache if cache_given == "absolute" else os.path.relpath(cache, tmp_path)
+    proc, results = run(tmp_path, given, TINY, "--oneflow", str(repacked_oneflow_wheel))
     assert proc.returncode == 0, proc.stderr
     build = results.builds["oneflow"]
     oneflow = build["packages"]["oneflow"]

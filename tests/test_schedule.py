@@ -7,6 +7,7 @@ The GPU of the disturbed-round and start tests is the stand-in NVML of tests/fak
 GPU here); the fake worker says when it throttles, and its pid file where it runs."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from fakenvml import fake_nvml, gpu
 from procfs import running
 from speedstats.analysis.paired import SequentialRule
+from speedstats.bench.builds import Build
 from speedstats.bench.runner import SuiteRunner
 from speedstats.suite import suite_from_dict
 
@@ -222,6 +224,31 @@ def test_the_time_budget_stops_the_rounds_at_the_first_look(bench):
         "inconclusive", "time budget", 3)
     assert not any(line.startswith("oneflow 0 round 3") for line in bench.events)
     assert "[1/1]   head vs base: 3 rounds, stopped (time budget)" in bench.lines
+
+
+def test_a_worker_that_imported_another_build_than_its_own_has_no_figures(bench, tmp_path):
+    site = tmp_path / "builds" / "oneflow-1" / "site"
+    (site / "oneflow").mkdir(parents=True)
+    build = Build(role=HEAD, family="oneflow", site_dir=site, provenance={})
+    plan = {HEAD: [{"imported_file": str(site / "oneflow" / "__init__.py")}], BASE: [{}],
+            PYTORCH: [{"rounds": [0.02]}]}
+    # The head imports its build, the base (whose build has a folder too) the environment's package.
+    base_build = Build(role=BASE, family="oneflow", site_dir=tmp_path / "builds" / "oneflow-2" / "site",
+                       provenance={})
+    record = bench.run(suite(rounds=1, times=3), plan, rule=rule(), builds={HEAD: build, BASE: base_build})
+    assert record.frameworks[HEAD].error is None
+    error = record.frameworks[BASE].error
+    assert error == (f"the worker imported {FAKE_WORKER}, not the build from "
+                     f"{os.path.realpath(base_build.site_dir)}")
+    assert f"[1/1]   OneFlow base: FAILED: {error}" in bench.lines
+    assert record.paired is None or record.paired.verdict == "not comparable"
+
+
+def test_a_build_folder_given_relative_reaches_the_worker_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    build = Build(role=HEAD, family="oneflow", site_dir=Path("cache/builds/oneflow-1/site"), provenance={})
+    path = build.worker_env({"PYTHONPATH": "/elsewhere"})["PYTHONPATH"]
+    assert path == os.pathsep.join([str(tmp_path / "cache" / "builds" / "oneflow-1" / "site"), "/elsewhere"])
 
 
 def test_the_case_cap_stops_a_leaning_case_at_the_first_look(bench):

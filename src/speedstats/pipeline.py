@@ -107,7 +107,9 @@ def _run_steps(options, progress):
     label_lookup = label_lookup_or_fail(options.required_label)
     keep_builds = keep_builds_or_fail(options.keep_builds)
     out = check_outputs(options)
-    cache = Path(options.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE)
+    # Absolute: the workers run in folders of their own, where a relative build folder on their
+    # PYTHONPATH would name nothing and the environment's packages would be measured in its place.
+    cache = Path(options.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
     lock_timeout = lock_timeout_or_fail(suite, options.lock_timeout)
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
 
@@ -355,7 +357,7 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
     with device_lock(device, lock_timeout):
         dataset_dir = None
         if any(case_kind(c.kind).uses_dataset for c in suite.cases):
-            cache = Path(suite.dataset.cache_dir or cache)
+            cache = Path(suite.dataset.cache_dir or cache).absolute()
             progress(f"speedstats: preparing the dataset ({suite.dataset.images} JPEGs) in {cache}")
             dataset_dir = ensure_imagefolder(cache, suite.dataset, progress)
         case_scope = CaseGroups(progress) if in_actions() else None

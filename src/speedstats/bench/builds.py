@@ -231,11 +231,24 @@ class Build:
         return self.description or f"{self.role} ({self.family})"
 
     def worker_env(self, env):
-        """A copy of env whose PYTHONPATH starts with the build's folder."""
+        """A copy of env whose PYTHONPATH starts with the build's folder (absolute: a worker runs in a
+        folder of its own)."""
         env = dict(env)
         if self.site_dir is not None:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.site_dir), env.get("PYTHONPATH")) if p)
+            site = os.path.abspath(self.site_dir)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)
         return env
+
+    def imported_elsewhere(self, imported):
+        """Why a worker's import report (ready.json's `imported`: the framework module's file) is not
+        this build's, or None: a build with a folder of its own must be imported from it."""
+        file = (imported or {}).get("file")
+        if self.site_dir is None or not file:
+            return None
+        site = os.path.realpath(self.site_dir)
+        if os.path.realpath(file).startswith(site + os.sep):
+            return None
+        return f"the worker imported {file}, not the build from {site}"
 
 
 def _sha256(path):

@@ -378,6 +378,11 @@ class Scheduler:
         run.setup_s = setup_s
         run.setup_starts_s.append(setup_s)
         run.imported = ready.get("imported") or {}
+        build = self.setup.builds.get(run.role)
+        elsewhere = build.imported_elsewhere(run.imported) if build is not None else None
+        if elsewhere:  # its figures would be another build's
+            self._failed_start(run, elsewhere)
+            return
         self.log(f"{LABELS[run.role]}: ready after {ready['setup_s']:.1f}s")
 
     def _failed_start(self, run, exc):
