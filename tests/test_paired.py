@@ -252,11 +252,14 @@ def test_process_pairs_share_the_first_look_and_are_checked():
 
 
 def test_a_case_leaning_beyond_the_band_after_the_first_look_gets_the_larger_budget():
-    rule = SequentialRule()
+    rule = SequentialRule(case_cap_factor=3)  # a cap that leaves room for both budgets
     assert rule.extra_budget_s(20.0, 1.00) == pytest.approx(6.0)  # inside the band: 0.3 of the first
     assert rule.extra_budget_s(20.0, 1.06) == pytest.approx(14.0)  # leaning slower: 0.7
     assert rule.extra_budget_s(20.0, 0.93) == pytest.approx(14.0)  # leaning faster
     assert rule.extra_budget_s(1000.0, 1.06) == rule.max_extra_s
+    # The default cap: half the first look after it, a quarter of that kept for profiled rounds.
+    assert SequentialRule().extra_budget_s(20.0, 1.06, reserve=0.25) == pytest.approx(7.5)
+    assert SequentialRule().extra_budget_s(20.0, 1.00, reserve=0.25) == pytest.approx(6.0)
 
 
 def test_the_case_cap_bounds_the_extra_rounds_and_keeps_a_share_for_profiled_rounds():
@@ -320,6 +323,12 @@ def test_the_control_is_unsteady_only_when_the_machine_moved_beyond_its_scatter(
     # A move the interval shows, but within half the band: steady.
     slight = paired.control_drift([0.18, 0.1801, 0.1799, 0.1818, 0.1819, 0.1817])
     assert slight.low > 1 and slight.ratio < 1.02 and slight.text == "steady"
+    # A move a 95% interval shows (1.0006 to 1.27, as the row would print it) but a 99% one does not:
+    # steady. The row is judged in every case of every comment, and a quiet CPU wanders in stretches.
+    borderline = paired.control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213])
+    assert borderline.low > 1 and borderline.ratio > 1.1 and borderline.text == "steady"
+    assert paired.control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213], judge_confidence=0.95).text == \
+        "unsteady"
     few = paired.control_drift([0.18, 0.19, 0.2, 0.21])
     assert few.steady is None and few.ratio is not None and few.text == "too few rounds to tell"
 

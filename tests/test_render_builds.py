@@ -93,7 +93,7 @@ the pairs of processes measured changes on different sides of an edge of the ban
 scatter, unless 2 more pairs, started in the same turned orders, each agree with the pair of their order: \
 the difference is then the start order's, and the change weighs both orders alike. PyTorch is the control, \
 its first rounds against its last; its row is shown only when it is unsteady: the machine's speed moved \
-during the run beyond what its rounds' scatter explains, by more than half the band.
+during the run beyond what its rounds' scatter explains (at 99%), by more than half the band.
 
 </details>
 

@@ -94,7 +94,7 @@ class SequentialRule:
     # The whole case (its workers' starts, its rounds, more pairs, profiled rounds) takes at most this
     # many times its first look's wall time, twice that when more pairs were started after pairs that
     # disagreed (a second first look): the extra rounds and the profiled rounds share what is left.
-    case_cap_factor: float = 1.7
+    case_cap_factor: float = 1.5
     # The plain percentage below 3 rounds (results of old runs).
     single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
     # A head holding more than max(memory_threshold_pct %, memory_threshold_mib MiB) over its base's peak
@@ -464,8 +464,8 @@ class Control:
     ratio: float | None = None  # exp of Yuen's difference of the halves' trimmed log means
     low: float | None = None
     high: float | None = None
-    # False when the machine's speed moved beyond what the rounds' scatter explains (the interval
-    # excludes no change) and by more than half the band; None: too few rounds to tell.
+    # False when the machine's speed moved beyond what the rounds' scatter explains (the interval at
+    # CONTROL_CONFIDENCE excludes no change) and by more than half the band; None: too few rounds.
     steady: bool | None = None
     confidence: float = stats.DEFAULT_CONFIDENCE
 
@@ -479,12 +479,22 @@ class Control:
         return dict(asdict(self), text=self.text)
 
 
+# The confidence at which the control's halves must differ before its row says "unsteady". Higher
+# than a look's: the row is a warning judged in every case of every comment (a default comment has
+# five), and a quiet CPU's speed wanders in stretches that rounds in a row share, so that its rounds'
+# scatter understates how far the halves' means move (at 95%, 9 of 60 quiet smoke runs said
+# "unsteady", at 99% 4: docs/measurements.md).
+CONTROL_CONFIDENCE = 0.99
+
+
 def control_drift(rounds: Sequence[float], min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                  confidence: float = stats.DEFAULT_CONFIDENCE, trim: float = stats.DEFAULT_TRIM) -> Control:
+                  confidence: float = stats.DEFAULT_CONFIDENCE, trim: float = stats.DEFAULT_TRIM,
+                  judge_confidence: float = CONTROL_CONFIDENCE) -> Control:
     """How PyTorch's time moved from the first half of its rounds to the second (the middle round of an
-    odd count is in neither): unsteady when the interval of the change excludes no change and the change
-    is more than half the band, steady otherwise. A handful of rounds scattering as a CPU's do cannot
-    fit an interval inside the band, so asking for that would make "steady" a word never said."""
+    odd count is in neither), with its interval at `confidence` (as the comment shows it): unsteady
+    when the interval at judge_confidence excludes no change and the change is more than half the band,
+    steady otherwise. A handful of rounds scattering as a CPU's do cannot fit an interval inside the
+    band, so asking for that would make "steady" a word never said."""
     rounds = [float(x) for x in rounds]
     half = len(rounds) // 2
     out = Control(confidence=confidence)
@@ -500,7 +510,8 @@ def control_drift(rounds: Sequence[float], min_effect: float = stats.DEFAULT_MIN
     low, high = difference.interval(confidence)
     out.ratio, out.low, out.high = math.exp(difference.mean), math.exp(low), math.exp(high)
     out.last = out.first * out.ratio
-    moved = (out.low > 1 or out.high < 1) and abs(out.ratio - 1) > min_effect / 2
+    judged_low, judged_high = (math.exp(x) for x in difference.interval(max(confidence, judge_confidence)))
+    moved = (judged_low > 1 or judged_high < 1) and abs(out.ratio - 1) > min_effect / 2
     out.steady = not moved
     return out
 
