@@ -110,7 +110,8 @@ def test_the_same_build_as_head_and_base_flags_nothing(tmp_path, cache, repacked
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert "| resnet50-bs2 OneFlow |" in comment and "How these verdicts are made" in comment
     # The control's row is there only when it says the machine's speed moved during the run.
-    control = control_drift(results.cases[0].frameworks["pytorch"].rounds_s)
+    first = results.cases[0]
+    control = control_drift(first.frameworks["pytorch"].rounds_s, stages=first.paired.stages)
     assert ("| resnet50-bs2 PyTorch (control) |" in comment) == (control.text == "unsteady")
     assert "Builds: head OneFlow 0.9.0+a" in comment and "; base OneFlow 0.9.0+a" in comment
 

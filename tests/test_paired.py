@@ -329,6 +329,17 @@ def test_the_control_is_unsteady_only_when_the_machine_moved_beyond_its_scatter(
     assert borderline.low > 1 and borderline.ratio > 1.1 and borderline.text == "steady"
     assert paired.control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213], judge_confidence=0.95).text == \
         "unsteady"
+    # A step where the second pair of processes took over, and none within either pair's stretch:
+    # steady; judged across the stretches it would be unsteady.
+    step = [0.180, 0.181, 0.179, 0.180, 0.182, 0.200, 0.201, 0.199, 0.202, 0.200]
+    assert paired.control_drift(step).text == "unsteady"
+    assert paired.control_drift(step, stages=[5, 5]).text == "steady"
+    assert paired.control_drift(step, stages=[5, 15]).text == "steady"  # stages of all the pair's rounds
+    within = [0.180, 0.181, 0.179, 0.200, 0.201, 0.180, 0.181, 0.179, 0.200, 0.201]
+    moved_within = paired.control_drift(within, stages=[5, 5])
+    assert moved_within.text == "unsteady" and moved_within.ratio == pytest.approx(1.111, abs=0.001)
+    # Too few rounds in each stretch for an interval: no answer rather than one across the step.
+    assert paired.control_drift(step[:6], stages=[3, 3]).text == "too few rounds to tell"
     few = paired.control_drift([0.18, 0.19, 0.2, 0.21])
     assert few.steady is None and few.ratio is not None and few.text == "too few rounds to tell"
 

@@ -168,7 +168,8 @@ def head_vs_base(case, min_effect=stats.DEFAULT_MIN_EFFECT):
     pytorch = case.frameworks.get(PYTORCH)
     if pytorch is not None and pytorch.ok and pytorch.rounds_s:
         band = paired.min_effect if paired is not None else min_effect
-        control = paired_analysis.control_drift(pytorch.rounds_s, min_effect=band)
+        control = paired_analysis.control_drift(pytorch.rounds_s, min_effect=band,
+                                                stages=paired.stages if paired is not None else ())
     return HeadVsBase(
         case_id=case.id, kind=case.kind, base_s=base_s,
         head_s=base_s * ratio if base_s is not None and ratio is not None else None,
