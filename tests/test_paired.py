@@ -273,6 +273,9 @@ def test_the_case_cap_bounds_the_extra_rounds_and_keeps_a_share_for_profiled_rou
     assert rule.case_cap_s(20.0, retold=True) == pytest.approx(60.0)
     assert rule.extra_budget_s(20.0, 1.06, retold=True) == pytest.approx(34.0)
     assert SequentialRule(case_cap_factor=1.0).extra_budget_s(20.0, 1.06) == 0.0
+    # At least reserve_s is kept (the fewest profiled rounds that compare anything), never below zero.
+    assert rule.extra_budget_s(20.0, 1.06, reserve=0.25, reserve_s=4.0) == pytest.approx(6.0)
+    assert rule.extra_budget_s(20.0, 1.06, reserve=0.25, reserve_s=40.0) == 0.0
     with pytest.raises(ValueError, match="case_cap_factor: must be between 1 and 101, got 0.5"):
         SequentialRule.from_dict({"case_cap_factor": 0.5})
 

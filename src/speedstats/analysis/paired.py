@@ -135,14 +135,15 @@ class SequentialRule:
         pairs were started after pairs that disagreed, the time of a second first look."""
         return self.case_cap_factor * first_look_s * (2 if retold else 1)
 
-    def extra_budget_s(self, first_look_s, ratio, retold=False, reserve=0.0):
+    def extra_budget_s(self, first_look_s, ratio, retold=False, reserve=0.0, reserve_s=0.0):
         """Seconds of rounds after the first look, given its wall time and its estimate, within what
-        case_cap_s leaves after the first look less `reserve`, the share of that kept for profiled
-        rounds; retold: with the time of a first look more for the pairs started after pairs that
-        disagreed."""
+        case_cap_s leaves after the first look less what is kept for profiled rounds: `reserve` of
+        it, and at least reserve_s seconds; retold: with the time of a first look more for the pairs
+        started after pairs that disagreed."""
         leaning = stats.leaning(ratio, self.min_effect) is not None
         factor = (self.leaning_extra_factor if leaning else self.extra_factor) + (1 if retold else 0)
-        room = (self.case_cap_s(first_look_s, retold) - first_look_s) * (1 - reserve)
+        left = self.case_cap_s(first_look_s, retold) - first_look_s
+        room = max(0.0, left - max(reserve * left, reserve_s))
         return min(self.max_extra_s, factor * first_look_s, room)
 
     def next_look(self, rounds, at_least=0):
@@ -513,8 +514,8 @@ def control_drift(rounds: Sequence[float], min_effect: float = stats.DEFAULT_MIN
 
     stages: the head's and the base's rounds per pair of processes. With more than one pair among the
     control's rounds, the move is measured within each pair's stretch of rounds and pooled: PyTorch's
-    speed can step where one pair of OneFlow processes gives way to the next (on the CPU by up to
-    40%, either way), a change the run itself makes and that the paired ratios, each within one pair,
+    speed can step where one pair of OneFlow processes gives way to the next (on the CPU by -47% to
+    +39%), a change the run itself makes and that the paired ratios, each within one pair,
     never see (docs/measurements.md)."""
     rounds = [float(x) for x in rounds]
     half = len(rounds) // 2

@@ -27,8 +27,8 @@ import dataclasses
 import time
 
 from speedstats import machine
+from speedstats.analysis import attribution, stats
 from speedstats.analysis import paired as paired_analysis
-from speedstats.analysis import stats
 from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
 from speedstats.bench.workers import Worker, WorkerFailed, poll_wait
 from speedstats.casekinds import case_kind
@@ -38,6 +38,7 @@ PAIR = (HEAD, BASE)  # the head and the base: the contenders of the sequential r
 # NVML's energy counter moves in steps of its power samples (tens of ms): a round shorter than this
 # gives no energy figure.
 MIN_ENERGY_ROUND_S = 1.0
+MIN_PROFILED_ROUNDS = attribution.MIN_ROUNDS  # the fewest profiled rounds of each build compared
 
 
 @dataclasses.dataclass
@@ -199,7 +200,8 @@ class Scheduler:
                     runs.update(fresh)
                     self._start_all(fresh)
                 elif first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
-                        first_look_s, first_ratio, retold=sequence.retold, reserve=profile_reserve):
+                        first_look_s, first_ratio, retold=sequence.retold, reserve=profile_reserve,
+                        reserve_s=self._least_profile_s(runs) if may_profile else 0.0):
                     sequence.stop_now()
                     break
                 done = len(sequence.ratios)
@@ -235,6 +237,14 @@ class Scheduler:
         for role in PAIR:
             runs[role].rounds = earlier[role] + runs[role].rounds
         return runs, sequence
+
+    @staticmethod
+    def _least_profile_s(runs):
+        """What the fewest profiled rounds that compare anything take, with one pair more for the last
+        timed round's overrun: from the last pair of timed rounds."""
+        if not (runs[HEAD].rounds and runs[BASE].rounds):
+            return 0.0
+        return (MIN_PROFILED_ROUNDS + 1) * (runs[HEAD].rounds[-1] + runs[BASE].rounds[-1])
 
     def _wants_profile(self, runs, sequence):
         """Profiled rounds for this case: `attribute: always`, or a head slower than its base (a
