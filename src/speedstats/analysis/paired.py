@@ -26,7 +26,8 @@ then the verdict is inconclusive. docs/methodology.md ("Head against base") says
 false-alarm rate.
 
 PyTorch's rounds are the control: the same build all along, so a change between the first and the
-second half of its rounds says that the machine moved during the job (the paired ratios still hold).
+second half of its rounds, within each pair of head and base processes' stretch, says that the
+machine moved during the job (the paired ratios still hold).
 """
 
 from __future__ import annotations
