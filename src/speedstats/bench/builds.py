@@ -243,12 +243,14 @@ class Build:
         """Why a worker's import report (ready.json's `imported`: the framework module's file) is not
         this build's, or None: a build with a folder of its own must be imported from it."""
         file = (imported or {}).get("file")
-        if self.site_dir is None or not file:
+        if self.site_dir is None or not file or _inside(file, self.site_dir):
             return None
-        site = os.path.realpath(self.site_dir)
-        if os.path.realpath(file).startswith(site + os.sep):
-            return None
-        return f"the worker imported {file}, not the build from {site}"
+        return f"the worker imported {file}, not the build from {os.path.realpath(self.site_dir)}"
+
+
+def _inside(file, folder):
+    """Whether `file` lies under `folder`, links resolved."""
+    return os.path.realpath(file).startswith(os.path.realpath(folder) + os.sep)
 
 
 def _sha256(path):
@@ -392,11 +394,10 @@ def _check_took_effect(request, report, site_dir):
     installed = {_dist_name(p.name.split("-", 1)[0]) for p in Path(site_dir).glob("*.dist-info")}
     if not installed:
         raise UserError(f"{request.describe()}: pip installed nothing")
-    root = os.path.realpath(site_dir)
     for name in sorted(installed & set(family_packages(request.family))):
         entry = report["packages"].get(name) or {}
         file = entry.get("file")
-        if not file or not os.path.realpath(file).startswith(root + os.sep):
+        if not file or not _inside(file, site_dir):
             raise UserError(f"{request.describe()}: the build did not take effect: {name} is imported from "
                             f"{file or 'nowhere'}, not from the build's folder")
 

@@ -239,12 +239,16 @@ class Scheduler:
         return runs, sequence
 
     @staticmethod
-    def _least_profile_s(runs):
-        """What the fewest profiled rounds that compare anything take, with one pair more for the last
-        timed round's overrun: from the last pair of timed rounds."""
+    def _last_pair_s(runs):
+        """The head's and the base's last timed rounds together (0 before any)."""
         if not (runs[HEAD].rounds and runs[BASE].rounds):
             return 0.0
-        return (MIN_PROFILED_ROUNDS + 1) * (runs[HEAD].rounds[-1] + runs[BASE].rounds[-1])
+        return runs[HEAD].rounds[-1] + runs[BASE].rounds[-1]
+
+    def _least_profile_s(self, runs):
+        """What the fewest profiled rounds that compare anything take, with one pair more for the last
+        timed round's overrun: from the last pair of timed rounds."""
+        return (MIN_PROFILED_ROUNDS + 1) * self._last_pair_s(runs)
 
     def _wants_profile(self, runs, sequence):
         """Profiled rounds for this case: `attribute: always`, or a head slower than its base (a
@@ -268,7 +272,7 @@ class Scheduler:
         if cap_s is not None and cap_s - case_s < budget_s:
             budget_s = max(0.0, cap_s - case_s)
             limit = f"the case's cap ({cap_s:.1f}s in all) left {budget_s:.1f}s, which"
-        pair_s = (runs[HEAD].rounds[-1] + runs[BASE].rounds[-1]) if runs[HEAD].rounds else 0.0
+        pair_s = self._last_pair_s(runs)
         began = time.monotonic()
         self.profiling = {"case_s": case_s, "profiled_s": 0.0, "reason": None}
         for k in range(self.suite.attribute_rounds):
