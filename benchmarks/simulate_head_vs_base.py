@@ -3,7 +3,7 @@ seconds to run. It drives the same `analysis.paired.Rounds` the runner drives, w
 
     python benchmarks/simulate_head_vs_base.py [--trials 2000] [--seed 1] [--json FILE]
         [--sigma 0.075] [--sigma-iterations 2] [--process-sd 0.015] [--start-order 0.013]
-        [--outliers 0.05] [--rule first_rounds=10,max_rounds=30,...]
+        [--outliers 0.05] [--hidden 0.0] [--rule first_rounds=10,max_rounds=30,...]
 
 The model (figures of the smoke case resnet50-bs2 in old-bot mode, see README and issue 18):
 - each round's log(head/base) is the true log ratio plus normal noise of sd --sigma at
@@ -14,6 +14,8 @@ The model (figures of the smoke case resnet50-bs2 in old-bot mode, see README an
   drawn again for each fresh pair (the rule's process_pairs, a confirmation, the pairs after pairs
   that disagree), and the build started first is --start-order slower in log (1.3% measured on this
   CPU; 50% or more on one CI machine), which turns with the start order from pair to pair;
+- in a share --hidden of the pairs of processes the change does not show at all (a Python-side cost
+  that OneFlow's queued work hides in some processes and not in others), drawn for each fresh pair;
 - wall time: a head-only run takes 13.1 s; a baseline adds a worker start (3.0 s) and the base's
   iterations (0.256 s each, the head's scaled by its slowdown), 0.03 s per contender and round, 6.0 s
   for each fresh pair of processes. The runner's time budget is applied as it applies it (with a first
@@ -44,9 +46,12 @@ CHANGES = (-0.15, 0.0, 0.02, 0.05, 0.08, 0.10, 0.15, 0.25)
 
 
 def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, iterations=1, confirm=True,
-             start_order=0.0):
+             start_order=0.0, hidden=0.0):
     """One run: (verdict, rounds, wall-time ratio against head-only, confirmed or not)."""
-    true = math.log1p(change)
+    def shown():
+        return 0.0 if hidden and rng.random() < hidden else math.log1p(change)
+
+    true = shown()
     sd = sigma * math.sqrt(sigma_iterations / iterations)
     rounds = paired.Rounds(rule, confirm=confirm)
     pair = 0
@@ -64,10 +69,11 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
             pair += 1
             lean = start_order if paired.head_starts_first(pair) else -start_order
             offset = rng.gauss(0, process_sd) + lean
+            true = shown()
             if rounds.action == paired.CONFIRM or len(rounds.ratios) >= rule.first_rounds:
                 extra_s += 2 * WORKER_START_S
         elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > rule.extra_budget_s(
-                first_s, rounds.looks[0].ratio, retold=rounds.retold):
+                first_s, rounds.looks[0].ratio, retold=rounds.retold, settling=rounds.settling):
             rounds.stop_now()
             break
         if len(rounds.ratios) >= rule.first_rounds:
@@ -120,6 +126,8 @@ def main(argv=None):
     parser.add_argument("--start-order", type=float, default=0.013,
                         help="how much slower (log) the build started first in a pair runs")
     parser.add_argument("--outliers", type=float, default=0.05)
+    parser.add_argument("--hidden", type=float, default=0.0,
+                        help="share of the pairs of processes in which the change does not show")
     parser.add_argument("--no-confirm", action="store_true")
     parser.add_argument("--rule", default="", help="rule fields, e.g. max_rounds=40,futility_z=1.28")
     parser.add_argument("--json", type=Path)
@@ -127,7 +135,7 @@ def main(argv=None):
     rule = parse_rule(args.rule)
     model = {"sigma": args.sigma, "sigma_iterations": args.sigma_iterations, "process_sd": args.process_sd,
              "outliers": args.outliers, "iterations": args.iterations, "confirm": not args.no_confirm,
-             "start_order": args.start_order}
+             "start_order": args.start_order, "hidden": args.hidden}
     table = evaluate(rule, args.trials, args.seed, **model)
     print(f"rule: {json.dumps(rule.to_dict())}")
     print(f"model: {json.dumps(model)}; {args.trials} trials per change, seed {args.seed}")

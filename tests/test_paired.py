@@ -177,14 +177,70 @@ def test_pairs_of_processes_that_disagree_make_the_case_inconclusive_never_no_ch
     # The same when the second pair hides it: never "no change".
     rounds, _ = drive(noisy_ratios(0.12, 5, seed=5, sd=0.01) + noisy_ratios(0.0, 35, seed=6, sd=0.01))
     assert rounds.verdict().verdict == stats.INCONCLUSIVE and rounds.verdict().disagree
-    # Pairs a little apart (+0.8% and -0.8%), both inside the band: they agree on "no change".
-    steady = [1.008, 1.01, 1.006, 1.009, 1.007, 0.992, 0.993, 0.991, 0.994, 0.99]
+    # Pairs a little apart (+0.8% and -0.8%), both inside the band, and a third (a "no change" needs
+    # three) at +0.2%: they agree on "no change".
+    third = [1.002, 1.003, 1.001, 1.002, 1.002]
+    steady = [1.008, 1.01, 1.006, 1.009, 1.007, 0.992, 0.993, 0.991, 0.994, 0.99] + third
     verdict = drive(steady)[0].verdict()
-    assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
+    assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree and verdict.stages == [5, 5, 5]
     # ... and pairs 3% apart, both inside the band (+1.5% and -1.5%), each steady within itself.
-    apart = [1.015, 1.016, 1.014, 1.015, 1.016, 0.985, 0.984, 0.986, 0.985, 0.984]
+    apart = [1.015, 1.016, 1.014, 1.015, 1.016, 0.985, 0.984, 0.986, 0.985, 0.984] + third
     verdict = drive(apart)[0].verdict()
     assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
+
+
+def test_no_change_needs_a_third_pair_of_processes_and_one_that_shows_the_cost_turns_it():
+    # Two pairs whose processes both hid the head's cost (as a Python-side cost behind OneFlow's queued
+    # work can): +1.0% and +2.5%, the interval inside the band. That is not yet "no change".
+    hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
+    rounds, actions = drive(hid_twice + noisy_ratios(0.0, 30, seed=33, sd=0.01))
+    first_look = rounds.looks[0]
+    assert first_look.rounds == 10 and first_look.high < 1.04 and first_look.short_of_pairs
+    assert first_look.verdict == stats.INCONCLUSIVE and not first_look.stop
+    assert actions[9] == NEW_PAIR and rounds.stages == [5, 5, 5] and actions[-1] == DONE
+    # A third pair that hides it too (+0%): now it is "no change", on the three pairs' 15 rounds.
+    verdict = rounds.verdict()
+    assert verdict.verdict == stats.NO_CHANGE and verdict.rounds == 15 and len(verdict.pairs) == 3
+    assert verdict.stopped == paired.SHOWN and not verdict.short_of_pairs
+    assert [look["rounds"] for look in verdict.looks] == [10, 15]
+    # A third pair that shows it (+12%, started head first as the first was): never "no change".
+    rounds, actions = drive(hid_twice + noisy_ratios(0.12, 30, seed=34, sd=0.01))
+    verdict = rounds.verdict()
+    assert actions[9] == NEW_PAIR and verdict.stages[:3] == [5, 5, 5]
+    assert verdict.verdict != stats.NO_CHANGE and verdict.pairs[2]["low"] > 1.09
+    # The rule's settling pairs: fewer when the budget of rounds cannot hold them; results.json says so.
+    assert SequentialRule().settling_pairs == 3 and SequentialRule().to_dict()["settling_pairs"] == 3
+    assert SequentialRule(max_rounds=14).settling_pairs == 2
+    assert SequentialRule(no_change_pairs=1).settling_pairs == 2  # never fewer than the first look's
+    assert SequentialRule(no_change_pairs=4, max_rounds=20).settling_pairs == 4
+    # Two pairs say "no change" where the suite asks for two (the budget of rounds then holds 10).
+    verdict = drive(hid_twice + [1.0] * 30, SequentialRule(no_change_pairs=2))[0].verdict()
+    assert verdict.verdict == stats.NO_CHANGE and verdict.rounds == 10
+    with pytest.raises(ValueError, match="no_change_pairs: must be between 1 and 10, got 0"):
+        SequentialRule.from_dict({"no_change_pairs": 0})
+
+
+def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_and_says_why():
+    hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
+    rounds, _ = drive(hid_twice + [1.0, 1.0])
+    assert rounds.settling and rounds.action == MORE and rounds.stages == [5, 5, 2]
+    rounds.stop_now()  # the case's cap: the third pair measured 2 rounds, too few to count
+    verdict = rounds.verdict()
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.short_of_pairs and verdict.leaning is None
+    assert verdict.stopped == paired.TIME_BUDGET and verdict.high < 1.04
+    from speedstats.verdict import paired_text
+    assert paired_text(verdict) == "inconclusive after 12 rounds: no change in 2 pairs of processes, 3 needed"
+    assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
+    # Three rounds of the third pair count: the look on what there is may say "no change".
+    rounds, _ = drive(hid_twice + [1.0, 1.0, 1.0])
+    rounds.stop_now()
+    assert rounds.verdict().verdict == stats.NO_CHANGE and rounds.verdict().stopped == paired.SHOWN
+    # While the pair is measured, the time budget is what the case's cap leaves after what is kept for
+    # profiled rounds; otherwise 0.3 of the first look's time, as for any estimate inside the band.
+    rule = SequentialRule()
+    assert rule.extra_budget_s(20.0, 1.01, reserve=0.25, reserve_s=2.0) == pytest.approx(6.0)
+    assert rule.extra_budget_s(20.0, 1.01, reserve=0.25, reserve_s=2.0, settling=True) == pytest.approx(7.5)
+    assert rule.extra_budget_s(20.0, 1.01, settling=True) == pytest.approx(10.0)
 
 
 def start_order_effect(change, order, pairs=4, per_pair=5, seed=11):

@@ -19,6 +19,7 @@ from speedstats.analysis.paired import SequentialRule
 from speedstats.bench.builds import Build
 from speedstats.bench.runner import SuiteRunner
 from speedstats.suite import suite_from_dict
+from speedstats.verdict import paired_text
 
 FAKE_WORKER = Path(__file__).resolve().parent / "fakeworker.py"
 HEAD, BASE, PYTORCH = "oneflow", "oneflow_base", "pytorch"
@@ -333,6 +334,46 @@ def test_pairs_that_disagree_are_followed_by_two_more_that_tell_the_start_order_
     assert paired.start_order == pytest.approx(1.2, abs=0.01)
     assert len(record.frameworks[HEAD].rounds_s) == len(record.frameworks[BASE].rounds_s) == 12
     assert "[1/1]   head vs base: 12 rounds, stopped (shown)" in bench.lines
+
+
+def test_no_change_in_two_pairs_of_processes_is_measured_in_a_third(bench):
+    # Each pair's head measures +1% (its cost hidden, as a Python-side cost behind OneFlow's queue can
+    # be): after two pairs the interval lies inside the band, and a third pair, the head started first
+    # again, must say it too.
+    hidden = {"rounds": [0.0101, 0.0102, 0.0100]}
+    plan = {HEAD: [hidden, hidden, hidden], BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
+    record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=12,
+                                                                  process_pairs=2))
+    assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"],
+                                   ["OneFlow", "OneFlow base"]]
+    assert bench.control("pair3", HEAD, "round-0.json").exists()
+    paired = record.paired
+    assert (paired.verdict, paired.stopped, paired.stages, paired.rounds) == (
+        "no change", "shown", [3, 3, 3], 9)
+    assert [look["rounds"] for look in paired.looks] == [6, 9]
+    assert len(record.frameworks[HEAD].rounds_s) == len(record.frameworks[BASE].rounds_s) == 9
+    assert "[1/1]   head vs base: no change after 6 rounds in 2 pairs of processes, 3 needed: one more pair" \
+        in bench.lines
+    # The third pair's processes show the cost (+12%): not "no change".
+    shown = {"rounds": [0.0112, 0.0113, 0.0111]}
+    plan[HEAD] = [hidden, hidden, shown]
+    (bench.folder / "shown").mkdir()
+    record = Bench(bench.folder / "shown").run(suite(rounds=1, times=6), plan, rule=rule(
+        first_rounds=6, max_rounds=12, process_pairs=2))
+    assert record.paired.verdict != "no change" and record.paired.stages[:3] == [3, 3, 3]
+
+
+def test_no_change_short_of_its_pairs_when_the_case_cap_is_reached_is_inconclusive(bench):
+    hidden = {"rounds": [0.0101, 0.0102, 0.0100]}
+    plan = {HEAD: [hidden, hidden, hidden], BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
+    # The case may take only as long as its first look: no time for the third pair's rounds.
+    record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=12,
+                                                                  process_pairs=2, case_cap_factor=1.0))
+    paired = record.paired
+    assert (paired.verdict, paired.stopped, paired.rounds, paired.short_of_pairs) == (
+        "inconclusive", "time budget", 6, True)
+    assert paired_text(paired) == "inconclusive after 6 rounds: no change in 2 pairs of processes, 3 needed"
+    assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
 
 
 class ThrottledGpu(dict):

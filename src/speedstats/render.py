@@ -460,6 +460,8 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
         "process_pairs": rule.get("pairs", 1),  # results of runs before two pairs: one
         "disagreement_pairs": rule.get("disagreement_pairs", 0),
+        # Results of runs before "no change" needed more pairs than the first look's: as many.
+        "settling_pairs": rule.get("settling_pairs", rule.get("pairs", 1)),
         "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
     }
 

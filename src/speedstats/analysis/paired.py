@@ -85,6 +85,12 @@ class SequentialRule:
     # effect (they agree, and the estimate weighs both orders alike) from processes that differ at
     # random (they disagree too). 0: the first disagreement stands.
     disagreement_pairs: int = 2
+    # Pairs of processes a "no change" needs. When a look says no change on fewer, one more pair (its
+    # start order turning on) measures one pair's share of the first look, and the look on all the
+    # rounds must say it again: a cost that some processes hide (a Python-side cost behind OneFlow's
+    # queued work) is hidden from every pair less often. Fewer when the budget of rounds cannot hold
+    # the pairs (`settling_pairs`).
+    no_change_pairs: int = 3
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
     # Rounds after the first look: at most this share of the first look's wall time when its estimate
     # lies inside the band, leaning_extra_factor when it lies beyond (a case that leans slower or faster
@@ -117,14 +123,27 @@ class SequentialRule:
     @property
     def edge_error(self):
         """Bonferroni's bound on the chance that some look calls a head exactly min_effect slower (the
-        band's edge) a regression: each look's one-sided error, times the number of looks."""
-        return len(self.looks) * (1 - self.confidence) / 2
+        band's edge) a regression: each look's one-sided error, times the number of looks (the planned
+        ones, and one after each pair started for a "no change")."""
+        return (len(self.looks) + self.settling_pairs - self.pairs) * (1 - self.confidence) / 2
 
     @property
     def pairs(self):
         """The pairs of processes the first look is shared by: process_pairs, fewer when first_rounds
         gives them fewer than MIN_ROUNDS_FOR_INTERVAL rounds each (a short suite keeps working)."""
         return max(1, min(self.process_pairs, self.first_rounds // stats.MIN_ROUNDS_FOR_INTERVAL))
+
+    @property
+    def pair_rounds(self):
+        """One pair's share of the first look: the rounds of a pair started for a "no change"."""
+        return max(stats.MIN_ROUNDS_FOR_INTERVAL, self.first_rounds // self.pairs)
+
+    @property
+    def settling_pairs(self):
+        """The pairs of processes a "no change" needs: no_change_pairs, fewer when max_rounds cannot
+        hold their rounds after the first look, never fewer than the first look's."""
+        room = (self.max_rounds - self.first_rounds) // self.pair_rounds
+        return max(self.pairs, min(self.no_change_pairs, self.pairs + room))
 
     @property
     def pair_starts(self):
@@ -136,16 +155,17 @@ class SequentialRule:
         pairs were started after pairs that disagreed, the time of a second first look."""
         return self.case_cap_factor * first_look_s * (2 if retold else 1)
 
-    def extra_budget_s(self, first_look_s, ratio, retold=False, reserve=0.0, reserve_s=0.0):
+    def extra_budget_s(self, first_look_s, ratio, retold=False, reserve=0.0, reserve_s=0.0, settling=False):
         """Seconds of rounds after the first look, given its wall time and its estimate, within what
         case_cap_s leaves after the first look less what is kept for profiled rounds: `reserve` of
         it, and at least reserve_s seconds; retold: with the time of a first look more for the pairs
-        started after pairs that disagreed."""
+        started after pairs that disagreed. settling: a pair a "no change" needs is measuring; it may
+        use all the room, for without it the verdict cannot be said."""
         leaning = stats.leaning(ratio, self.min_effect) is not None
         factor = (self.leaning_extra_factor if leaning else self.extra_factor) + (1 if retold else 0)
         left = self.case_cap_s(first_look_s, retold) - first_look_s
         room = max(0.0, left - max(reserve * left, reserve_s))
-        return min(self.max_extra_s, factor * first_look_s, room)
+        return min(self.max_extra_s, room if settling else min(factor * first_look_s, room))
 
     def next_look(self, rounds, at_least=0):
         """The first planned look at or after max(rounds, at_least), or None past the budget."""
@@ -156,10 +176,10 @@ class SequentialRule:
 
     def to_dict(self):
         return dict(asdict(self), estimator=ESTIMATOR, looks=self.looks, edge_error=self.edge_error,
-                    pairs=self.pairs)
+                    pairs=self.pairs, settling_pairs=self.settling_pairs)
 
     # Written for the reader of results.json, not read.
-    DERIVED_FIELDS = ("estimator", "looks", "edge_error", "pairs")
+    DERIVED_FIELDS = ("estimator", "looks", "edge_error", "pairs", "settling_pairs")
 
     @classmethod
     def from_dict(cls, data, where="head_vs_base"):
@@ -192,6 +212,8 @@ class SequentialRule:
              f"between 1 and {MAX_PROCESS_PAIRS}"),
             ("disagreement_pairs", 0 <= self.disagreement_pairs <= MAX_PROCESS_PAIRS - self.process_pairs,
              f"between 0 and {MAX_PROCESS_PAIRS} less process_pairs"),
+            ("no_change_pairs", 1 <= self.no_change_pairs <= MAX_PROCESS_PAIRS,
+             f"between 1 and {MAX_PROCESS_PAIRS}"),
             ("futility_z", 0 <= self.futility_z <= MAX_FUTILITY_Z, f"between 0 and {MAX_FUTILITY_Z}"),
             ("extra_factor", 0 <= self.extra_factor <= MAX_EXTRA_FACTOR, f"between 0 and {MAX_EXTRA_FACTOR}"),
             ("leaning_extra_factor", 0 <= self.leaning_extra_factor <= MAX_EXTRA_FACTOR,
@@ -228,6 +250,9 @@ class Look:
     # With more than two pairs: how much slower the build started first measured (a ratio), which the
     # estimate cancels by weighing both start orders alike.
     start_order: float | None = None
+    # The interval lies inside the band, but on fewer pairs of processes than a "no change" needs: the
+    # verdict is inconclusive, and a driver with room starts one more pair (Rounds).
+    short_of_pairs: bool = False
 
     def to_dict(self):
         return {"rounds": self.rounds, "ratio": self.ratio, "low": self.low, "high": self.high,
@@ -304,11 +329,13 @@ def _by_start_order(logs: Sequence[float], stages: Sequence[int]):
 
 
 def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=False,
-         budget_reason=ROUNDS_BUDGET, stages: Sequence[int] = ()) -> Look:
+         budget_reason=ROUNDS_BUDGET, stages: Sequence[int] = (), no_change_pairs=1) -> Look:
     """The rule's look at these per-round ratios (at least MIN_ROUNDS_FOR_INTERVAL, all positive).
 
     final: no more rounds can follow (the budget is spent: budget_reason says which). stages: rounds
     per pair of processes; pairs that disagree make the look inconclusive and stop the rounds.
+    no_change_pairs: the pairs, of MIN_ROUNDS_FOR_INTERVAL rounds or more, that a "no change" needs
+    (the sequential rounds ask for rule.settling_pairs; rounds judged once, for 1).
     """
     logs = [math.log(r) for r in ratios]
     stages = [count for count in stages if count]
@@ -326,6 +353,9 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)
     result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
+    measured_pairs = sum(count >= stats.MIN_ROUNDS_FOR_INTERVAL for count in stages) or 1
+    if result.verdict == stats.NO_CHANGE and measured_pairs < no_change_pairs:
+        result.verdict, result.short_of_pairs = stats.INCONCLUSIVE, True
     if by_order:
         result.start_order = math.exp((head_first.mean - base_first.mean) / 2)
     if len(stages) > 1:
@@ -337,6 +367,8 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
         result.stop, result.stopped = True, SHOWN
     elif final:
         result.stop, result.stopped = True, budget_reason
+    elif result.short_of_pairs:
+        pass  # not futile: one more pair may say no change
     elif _futile(estimate, rule):
         result.stop, result.stopped = True, FUTILE
     return result
@@ -369,6 +401,9 @@ class PairedVerdict:
     looks: list[dict] = field(default_factory=list)  # Look.to_dict() of every look, in order
     pairs: list[dict] = field(default_factory=list)  # each pair's {rounds, ratio, low, high} (2 or more)
     disagree: bool = False  # the pairs measured different changes: inconclusive, stopped DISAGREE
+    # Inside the band, but on fewer pairs of processes than a "no change" needs (rule's settling_pairs):
+    # inconclusive, the budget spent before the next pair was measured.
+    short_of_pairs: bool = False
     # With more than two pairs: how much slower the build started first measured (a ratio); the
     # estimate weighs both start orders alike. None with one or two pairs.
     start_order: float | None = None
@@ -450,6 +485,7 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
     out.looks = [x.to_dict() for x in looks]
     out.ratio, out.low, out.high, out.verdict = last.ratio, last.low, last.high, last.verdict
     out.pairs, out.disagree, out.start_order = last.pairs, last.disagree, last.start_order
+    out.short_of_pairs = last.short_of_pairs
     out.confidence = rule.look_confidence
     out.stopped = last.stopped if last.stopped in (SHOWN, DISAGREE) else (stopped or last.stopped or FIXED)
     if out.verdict == stats.INCONCLUSIVE:
@@ -576,6 +612,8 @@ class Rounds:
         self.ratios: list[float] = []
         self.pair_starts = list(rule.pair_starts)
         self.retold = False  # more pairs were started after pairs that disagreed (disagreement_pairs)
+        # A pair started because a look said no change on fewer pairs than it needs is measuring.
+        self.settling = False
         self.looks: list[Look] = []
         self.stages = [0]
         self.action = MORE
@@ -605,9 +643,14 @@ class Rounds:
         return following if following is not None and following <= cap else None
 
     def _look(self, final, reason=ROUNDS_BUDGET):
-        result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages)
+        result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages,
+                      no_change_pairs=self.rule.settling_pairs)
         self.looks.append(result)
+        self.settling = False
         if result.stopped == DISAGREE and self._retell():
+            return
+        if result.short_of_pairs and not result.stop:
+            self._settle()
             return
         if not result.stop:
             self._next = self._next_after(len(self.ratios))
@@ -636,6 +679,19 @@ class Rounds:
         self.stages.append(0)
         self.retold, self.action, self._next = True, NEW_PAIR, following
         return True
+
+    def _settle(self):
+        """A look inside the band on fewer pairs than a "no change" needs: one more pair of processes
+        measures one pair's share of the first look, then the rule looks again; with no room for it in
+        the budget of rounds, the verdict stays inconclusive."""
+        rounds = len(self.ratios)
+        following = rounds + self.rule.pair_rounds
+        if following > (self.rule.max_rounds if self.confirming else self._cap):
+            self.action, self.stopped = DONE, ROUNDS_BUDGET
+            self.looks[-1].stop, self.looks[-1].stopped = True, ROUNDS_BUDGET
+            return
+        self.stages.append(0)
+        self.settling, self.action, self._next = True, NEW_PAIR, following
 
     def stop_now(self):
         """The time budget is spent: the last look, on the rounds there are."""

@@ -178,11 +178,21 @@ class Scheduler:
             while sequence.action != paired_analysis.DONE:
                 if any(runs[role].error for role in PAIR):
                     break
+                # The time budget is checked before a fresh pair is started too: no pair for no rounds.
+                if first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
+                        first_look_s, first_ratio, retold=sequence.retold, reserve=profile_reserve,
+                        reserve_s=self._least_profile_s(runs) if may_profile else 0.0,
+                        settling=sequence.settling):
+                    sequence.stop_now()
+                    break
                 if sequence.action in (paired_analysis.NEW_PAIR, paired_analysis.CONFIRM):
                     confirming = sequence.action == paired_analysis.CONFIRM
                     if confirming:
                         self.log(f"head vs base: a regression after {len(sequence.ratios)} rounds: "
                                  "measuring again in fresh processes")
+                    elif sequence.settling:
+                        self.log(f"head vs base: no change after {len(sequence.ratios)} rounds in {pair + 1} "
+                                 f"pairs of processes, {rule.settling_pairs} needed: one more pair")
                     else:
                         self.log(f"head vs base: {len(sequence.ratios)} rounds measured; the next ones "
                                  "in a fresh pair of processes")
@@ -199,11 +209,6 @@ class Scheduler:
                         fresh[role].setup_starts_s = list(runs[role].setup_starts_s)
                     runs.update(fresh)
                     self._start_all(fresh)
-                elif first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
-                        first_look_s, first_ratio, retold=sequence.retold, reserve=profile_reserve,
-                        reserve_s=self._least_profile_s(runs) if may_profile else 0.0):
-                    sequence.stop_now()
-                    break
                 done = len(sequence.ratios)
                 timed = roles if done < self.plan.rounds and not sequence.confirming else PAIR
                 self._interleaved_round(runs, timed, done + 1, order=done)
