@@ -19,7 +19,8 @@ verdict is inconclusive (stopped "pairs disagree"), never "no change" nor a regr
 
 The rule (`SequentialRule`) looks at the ratios after `first_rounds` rounds, then every `step_rounds`
 more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is held against the band
-1 +- min_effect (`stats.band_outcome`): regression, improvement or no change stop the rounds; an
+1 +- min_effect (`stats.band_outcome`): regression, improvement or no change stop the rounds (no
+change only on `no_change_pairs` pairs of processes: on fewer, one more pair measures first); an
 interval that straddles an edge asks for more rounds, unless neither a regression nor an improvement
 can plausibly be shown within the budget (futility), or the budget of rounds or seconds is spent:
 then the verdict is inconclusive. docs/methodology.md ("Head against base") says why this holds its
