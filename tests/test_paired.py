@@ -10,6 +10,7 @@ from speedstats.analysis.paired import CONFIRM, DONE, MORE, NEW_PAIR, PairedVerd
 from speedstats.bench.runner import case_flags
 from speedstats.bench.schedule import RoundPlan, round_order
 from speedstats.suite import load_suite
+from speedstats.verdict import paired_text
 
 
 def noisy_ratios(change, count, seed, sd=0.106):
@@ -228,7 +229,6 @@ def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_a
     verdict = rounds.verdict()
     assert verdict.verdict == stats.INCONCLUSIVE and verdict.short_of_pairs and verdict.leaning is None
     assert verdict.stopped == paired.TIME_BUDGET and verdict.high < 1.04
-    from speedstats.verdict import paired_text
     assert paired_text(verdict) == "inconclusive after 12 rounds: no change in 2 pairs of processes, 3 needed"
     assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
     # Three rounds of the third pair count: the look on what there is may say "no change".
