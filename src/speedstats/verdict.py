@@ -150,8 +150,8 @@ def paired_text(paired, failure=None):
         return f"{paired.leaning or 'inconclusive'}, the pairs of processes disagree {after}"
     if paired.verdict == stats.INCONCLUSIVE and paired.short_of_pairs:
         needed = paired.rule.get("settling_pairs")
-        measured = sum(count >= stats.MIN_ROUNDS_FOR_INTERVAL for count in paired.stages)
-        return (f"inconclusive {after}: no change in {measured} pairs of processes"
+        return (f"inconclusive {after}: no change in {paired_analysis.measured_pairs(paired.stages)} "
+                "pairs of processes"
                 + (f", {needed} needed" if needed else ""))
     if paired.verdict == stats.INCONCLUSIVE:
         return f"{paired.leaning}, not confirmed {after}" if paired.leaning else f"inconclusive {after}"

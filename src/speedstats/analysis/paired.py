@@ -320,6 +320,11 @@ def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
     return False
 
 
+def measured_pairs(stages: Sequence[int]) -> int:
+    """The pairs of processes that measured enough rounds for an interval (stages: rounds per pair)."""
+    return sum(count >= stats.MIN_ROUNDS_FOR_INTERVAL for count in stages)
+
+
 def _by_start_order(logs: Sequence[float], stages: Sequence[int]):
     """The log ratios of the pairs started head first, and of those started base first."""
     head_first, base_first, start = [], [], 0
@@ -354,8 +359,7 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)
     result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
-    measured_pairs = sum(count >= stats.MIN_ROUNDS_FOR_INTERVAL for count in stages) or 1
-    if result.verdict == stats.NO_CHANGE and measured_pairs < no_change_pairs:
+    if result.verdict == stats.NO_CHANGE and (measured_pairs(stages) or 1) < no_change_pairs:
         result.verdict, result.short_of_pairs = stats.INCONCLUSIVE, True
     if by_order:
         result.start_order = math.exp((head_first.mean - base_first.mean) / 2)
@@ -613,8 +617,6 @@ class Rounds:
         self.ratios: list[float] = []
         self.pair_starts = list(rule.pair_starts)
         self.retold = False  # more pairs were started after pairs that disagreed (disagreement_pairs)
-        # A pair started because a look said no change on fewer pairs than it needs is measuring.
-        self.settling = False
         self.looks: list[Look] = []
         self.stages = [0]
         self.action = MORE
@@ -638,16 +640,25 @@ class Rounds:
             self.stages.append(0)
             self.action = NEW_PAIR
 
+    @property
+    def settling(self):
+        """A pair started because the last look said no change on fewer pairs than that needs is
+        measuring (its look not yet taken)."""
+        return bool(self.looks) and self.looks[-1].short_of_pairs and not self.looks[-1].stop
+
+    @property
+    def _rounds_cap(self):
+        """The most rounds the processes may measure now: a confirmation may use the whole budget."""
+        return self.rule.max_rounds if self.confirming else self._cap
+
     def _next_after(self, rounds):
-        cap = self.rule.max_rounds if self.confirming else self._cap
         following = self.rule.next_look(rounds + 1)
-        return following if following is not None and following <= cap else None
+        return following if following is not None and following <= self._rounds_cap else None
 
     def _look(self, final, reason=ROUNDS_BUDGET):
         result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages,
                       no_change_pairs=self.rule.settling_pairs)
         self.looks.append(result)
-        self.settling = False
         if result.stopped == DISAGREE and self._retell():
             return
         if result.short_of_pairs and not result.stop:
@@ -687,12 +698,12 @@ class Rounds:
         the budget of rounds, the verdict stays inconclusive."""
         rounds = len(self.ratios)
         following = rounds + self.rule.pair_rounds
-        if following > (self.rule.max_rounds if self.confirming else self._cap):
+        if following > self._rounds_cap:
             self.action, self.stopped = DONE, ROUNDS_BUDGET
             self.looks[-1].stop, self.looks[-1].stopped = True, ROUNDS_BUDGET
             return
         self.stages.append(0)
-        self.settling, self.action, self._next = True, NEW_PAIR, following
+        self.action, self._next = NEW_PAIR, following
 
     def stop_now(self):
         """The time budget is spent: the last look, on the rounds there are."""
