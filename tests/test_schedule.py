@@ -376,6 +376,25 @@ def test_no_change_short_of_its_pairs_when_the_case_cap_is_reached_is_inconclusi
     assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
 
 
+def test_the_third_pair_may_use_the_room_kept_for_profiled_rounds_unless_every_case_is_profiled(bench):
+    # Rounds reported as 1000 s each: the fewest profiled rounds would take far more than the cap
+    # leaves, so a case that keeps their room has none for more rounds.
+    hidden = {"rounds": [1010.0, 1020.0, 1000.0]}
+    plan = {HEAD: [hidden, hidden, hidden], BASE: [{"rounds": [1000.0]}], PYTORCH: [{"rounds": [2000.0]}]}
+    the_rule = rule(first_rounds=6, max_rounds=12, process_pairs=2)
+    # `attribute: slower` profiles a case whose look said no change only if the third pair turns it:
+    # the pair takes the room.
+    record = bench.run(suite(rounds=1, times=6, attribute="slower"), plan, rule=the_rule)
+    assert (record.paired.verdict, record.paired.stages) == ("no change", [3, 3, 3])
+    # `attribute: always` profiles every case: the room stays kept, and the case is inconclusive.
+    (bench.folder / "always").mkdir()
+    always = Bench(bench.folder / "always")
+    record = always.run(suite(rounds=1, times=6, attribute="always"), plan, rule=the_rule)
+    assert (record.paired.verdict, record.paired.stopped, record.paired.short_of_pairs) == (
+        "inconclusive", "time budget", True)
+    assert launches(always) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
+
+
 class ThrottledGpu(dict):
     """A stand-in NVML GPU that reports a software power cap once for each time the fake worker made
     the file `throttled` (during a round its plan names), and idle clocks otherwise."""

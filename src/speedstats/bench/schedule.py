@@ -168,10 +168,7 @@ class Scheduler:
         earlier = {role: [] for role in PAIR}
         # When the first look was taken, its wall time and its estimate: the time budget after it.
         first_look_at = first_look_s = first_ratio = None
-        # The share of what the case's cap leaves after the first look that its extra rounds leave to
-        # profiled rounds, when the case may be profiled.
-        may_profile = getattr(self.suite, "attribute", "never") != "never"
-        profile_reserve = self.suite.attribute_budget if may_profile else 0.0
+        attribute = getattr(self.suite, "attribute", "never")
         try:
             self._start_all(runs)
             pair = 0  # which pair of head and base processes is measuring
@@ -179,10 +176,16 @@ class Scheduler:
                 if any(runs[role].error for role in PAIR):
                     break
                 # The time budget is checked before a fresh pair is started too: no pair for no rounds.
+                # A pair a "no change" needs keeps no room for profiled rounds unless every case is
+                # profiled: with `attribute: slower` a case whose look said no change is profiled only if
+                # that pair turns its verdict, and then the cap says how few profiled rounds it left.
+                # What is kept is the suite's attribute_budget share of what the cap leaves after the
+                # first look, and at least the fewest profiled rounds' time.
+                keep = attribute == "always" or (attribute != "never" and not sequence.settling)
+                reserve = (self.suite.attribute_budget, self._least_profile_s(runs)) if keep else (0.0, 0.0)
                 if first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
-                        first_look_s, first_ratio, retold=sequence.retold, reserve=profile_reserve,
-                        reserve_s=self._least_profile_s(runs) if may_profile else 0.0,
-                        settling=sequence.settling):
+                        first_look_s, first_ratio, retold=sequence.retold, reserve=reserve[0],
+                        reserve_s=reserve[1], settling=sequence.settling):
                     sequence.stop_now()
                     break
                 if sequence.action in (paired_analysis.NEW_PAIR, paired_analysis.CONFIRM):
