@@ -420,12 +420,23 @@ def test_a_baseline_splits_the_timed_iterations_into_rounds_instead_of_multiplyi
     assert RoundPlan.for_case(smoke, with_baseline=True) == RoundPlan(12, smoke.times)
 
 
-def test_every_contender_takes_every_place_in_turn():
+def test_the_head_and_the_base_are_timed_back_to_back_and_each_follows_the_same_contenders():
     contenders = ["oneflow", "oneflow_base", "pytorch"]
-    orders = [round_order(contenders, k) for k in range(3)]
-    assert orders[0] == contenders
-    for place in range(3):
-        assert sorted(order[place] for order in orders) == sorted(contenders)
+    orders = [round_order(contenders, k) for k in range(10)]
+    assert orders[:2] == [contenders, ["oneflow_base", "oneflow", "pytorch"]]
+    # The two compared are neighbours in every round, and each goes first in half of them.
+    assert all(abs(order.index("oneflow") - order.index("oneflow_base")) == 1 for order in orders)
+    assert sum(order[0] == "oneflow" for order in orders) == 5
+    # What ran right before each of them, over the rounds in a row: the same for both.
+    timeline = [role for order in orders for role in order]
+    before = {role: sorted(timeline[i - 1] for i in range(1, len(timeline)) if timeline[i] == role)
+              for role in ("oneflow", "oneflow_base")}
+    # (The head starts round 0 after nothing: one "PyTorch before it" fewer.)
+    assert before["oneflow"].count("pytorch") + 1 == before["oneflow_base"].count("pytorch") == 5
+    assert before["oneflow"].count("oneflow_base") == before["oneflow_base"].count("oneflow") == 5
+    # Two contenders swap every round (a head-only run: the head and PyTorch).
+    assert [round_order(["oneflow", "pytorch"], k) for k in (0, 1, 2)] == [
+        ["oneflow", "pytorch"], ["pytorch", "oneflow"], ["oneflow", "pytorch"]]
 
 
 def test_only_missed_thresholds_are_measured_again_in_fresh_processes():

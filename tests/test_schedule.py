@@ -197,9 +197,10 @@ def test_head_and_base_go_on_alone_until_the_rule_shows_a_change(bench):
     record = bench.run(suite(rounds=1, times=3), paired_plan(ratios), rule=rule())
     rounds = [line for line in bench.events if " round " in line]
     assert [line.split(" others")[0] for line in rounds] == [
+        # The head and the base back to back, swapping places; PyTorch after them.
         "oneflow 0 round 0", "oneflow_base 0 round 0", "pytorch 0 round 0",
-        "oneflow_base 0 round 1", "pytorch 0 round 1", "oneflow 0 round 1",
-        "pytorch 0 round 2", "oneflow 0 round 2", "oneflow_base 0 round 2",
+        "oneflow_base 0 round 1", "oneflow 0 round 1", "pytorch 0 round 1",
+        "oneflow 0 round 2", "oneflow_base 0 round 2", "pytorch 0 round 2",
         # PyTorch is done after the planned rounds; the pair goes on, in turns
         "oneflow_base 0 round 3", "oneflow 0 round 3",
         "oneflow 0 round 4", "oneflow_base 0 round 4",

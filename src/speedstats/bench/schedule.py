@@ -2,7 +2,8 @@
 
 With `interleave` (the suite's default) every worker is started and warmed up first (together, each
 stopped once ready, unless their GPU processes must be told apart by when they appeared), then each
-timed round times one contender after the other, in an order that changes from round to round, while
+timed round times one contender after the other (round_order: the two compared back to back, their
+order swapping from round to round), while
 the others are stopped (SIGSTOP, with `pause_idle`), so that neither drift on the machine nor an idle
 framework's background threads favour one of them. Without it each contender runs all its rounds
 alone, which needs only one framework's memory at a time.
@@ -65,9 +66,14 @@ class RoundPlan:
 
 
 def round_order(contenders, k):
-    """The contenders' order in round k: rotated by one each round, so each takes each place in turn."""
-    shift = k % len(contenders)
-    return list(contenders[shift:]) + list(contenders[:shift])
+    """The contenders' order in round k: the first two (the head and its base, or the head and PyTorch)
+    back to back, swapping places every round, and any others after them in their order. So the two
+    compared are always timed one right after the other, each goes first in every other round, and
+    each follows the other and what ended the round before equally often. (Turning all three by one
+    each round would put PyTorch's round between the head's and the base's in a third of the rounds
+    and have the head follow PyTorch twice as often as the base.)"""
+    first, rest = list(contenders[:2]), list(contenders[2:])
+    return (first if k % 2 == 0 else first[::-1]) + rest
 
 
 @dataclasses.dataclass
