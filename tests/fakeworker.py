@@ -8,6 +8,8 @@ PLAN.json: {"contenders": {ROLE: [LAUNCH, ...]}}, one LAUNCH for each time a wor
 is started (the last one again for later starts), each with any of:
 
     rounds        [seconds, ...]: the total_s of round K (the last one again for later rounds)
+    thread_cpu    [seconds, ...]: its main thread's CPU seconds in round K (thread_cpu_s; the last one
+                  again for later rounds); none reported without it
     die_at        K: SIGKILL itself when told to start round K (no report: a crash)
     hang_at       K: never answer round K (the case's timeout)
     throttle_at   [K, ...]: during round K, make the file `throttled` beside the plan (tests read it as
@@ -139,6 +141,8 @@ def main():
             (folder / "throttled").touch()
         now = time.time()
         report = {"total_s": times[min(k, len(times) - 1)], "started_unix": now, "ended_unix": now}
+        if plan.get("thread_cpu"):
+            report["thread_cpu_s"] = plan["thread_cpu"][min(k, len(plan["thread_cpu"]) - 1)]
         if kind == "profile":
             profile = plan.get("profile") or {"self_s": {}, "total_s": {}}
             report["profile"] = {**profile, "steps": spec.times, "samples": 0, "elapsed_s": 0.0,

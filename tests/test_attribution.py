@@ -406,6 +406,13 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
            for p in attribution.places[:4]]
     assert first.place == SLOWED_PLACE and first.significant, top
     assert 25 < first.change_ms < 60 and first.head_ms > 30
+    # The worker measured its main thread's CPU time in every round: the head's busy wait is there,
+    # whether or not the step's time showed it.
+    paired = record.paired
+    base = record.frameworks["oneflow_base"].rounds_s
+    assert len(paired.work) == paired.rounds == len(base) and None not in paired.work
+    extra_ms = sorted(w * b for w, b in zip(paired.work, base))[len(base) // 2] * 1000
+    assert 20 < extra_ms < 60, extra_ms
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert f"| {SLOWED_PLACE} | " in comment
     assert "Where the head spends more time than the base, resnet50-bs2 OneFlow" in comment

@@ -221,6 +221,44 @@ def test_no_change_needs_a_third_pair_of_processes_and_one_that_shows_the_cost_t
         SequentialRule.from_dict({"no_change_pairs": 0})
 
 
+def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
+    # Figures as measured on the CPU: the plain build's main thread runs about 13 ms of a 310 ms step
+    # on the CPU; the Python-side build's about 82 ms, its 70 ms busy wait hidden behind OneFlow's queued
+    # work in both pairs (+1.0% and +2.5%, the interval inside the band).
+    hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
+    busy = [0.22 + 0.01 * math.sin(k) for k in range(len(hid_twice))]
+    rounds = Rounds()
+    for ratio, work in zip(hid_twice, busy):
+        rounds.add(ratio, work=work)
+    # Decided at the first look: no third pair, since more processes cannot make that work vanish.
+    assert rounds.action == DONE and rounds.stopped == paired.HIDDEN_WORK and rounds.stages == [5, 5]
+    verdict = rounds.verdict()
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.leaning is None and not verdict.short_of_pairs
+    assert verdict.hidden_work["share"] == pytest.approx(0.22, abs=0.005)
+    assert verdict.hidden_work["low"] > 0.2 and verdict.work == pytest.approx(busy)
+    assert paired_text(verdict) == ("inconclusive after 10 rounds: as fast here, but the head's main "
+                                    "thread works 22% of a step more")
+    assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
+    # The same extra work within the band's share of a step (A/A scatters about 0.5% of one): the
+    # rule goes on to its third pair as without the figures.
+    quiet = [0.005 * math.sin(k) for k in range(len(hid_twice))]
+    rounds = Rounds()
+    for ratio, work in zip(hid_twice, quiet):
+        rounds.add(ratio, work=work)
+    first_look = rounds.looks[0]
+    assert rounds.action == NEW_PAIR and first_look.short_of_pairs and first_look.hidden_work is None
+    # An interval that reaches past the band is enough to hold "no change" back (3% of a step, up to 6%).
+    reaching = [0.03 + 0.03 * (-1) ** k for k in range(10)]
+    look = paired.look(hid_twice, work=reaching)
+    assert look.verdict == stats.INCONCLUSIVE and look.stopped == paired.HIDDEN_WORK
+    assert look.hidden_work["high"] > 0.04 > look.hidden_work["share"]
+    # A head slower than the band is judged on its time whatever its main thread did; a round without
+    # the figure (an older worker) leaves the rule as it was.
+    assert paired.look([1.12] * 10, work=busy).verdict == stats.REGRESSION
+    assert paired.look([1.0] * 10, work=[0.3] * 9 + [None]).verdict == stats.NO_CHANGE
+    assert paired.judge_paired([1.0] * 5, [1.0] * 5, work=[None] * 5).work == []
+
+
 def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_and_says_why():
     hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
     rounds, _ = drive(hid_twice + [1.0, 1.0])

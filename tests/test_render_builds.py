@@ -83,6 +83,45 @@ def run():
     return Results(suite="smoke", device="cpu", gpu_name="CPU", cases=cases, builds=BUILDS)
 
 
+def test_a_head_as_fast_whose_main_thread_works_more_says_where_and_is_not_no_change():
+    # Both pairs hid the head's Python-side cost (+1%), and its main thread ran 22% of a step longer
+    # on the CPU in every round.
+    ratios = [1.01, 1.00, 1.02, 1.01, 1.00, 1.01, 1.02, 1.00, 1.01, 1.01]
+    base = base_rounds(10)
+    head = [b * r for b, r in zip(base, ratios)]
+    record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10,
+                        input_shape=[2, 3, 64, 64])
+    record.frameworks = {"oneflow": fw(head), "oneflow_base": fw(base), "pytorch": fw(PYTORCH)}
+    rounds = Rounds(DEFAULT_RULE)
+    for k, ratio in enumerate(ratios):
+        rounds.add(ratio, work=0.22 + 0.01 * (-1) ** k)
+    assert rounds.action == DONE
+    record.paired = rounds.verdict(head, base)
+    results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record], builds=BUILDS)
+    verdict = judge(results, None)
+    notes = render_speed_stats(results, None, verdict).split("\n\n</details>\n\n", 1)[1]
+    method = METHOD.replace("(another pair is started while fewer have measured);",
+                            "(another pair is started while fewer have measured), and the interval of the "
+                            "head's main thread's extra CPU time per step inside it too;")
+    assert notes == HEADER + """\
+| resnet50-bs2 OneFlow | 260.0ms | 262.3ms | +0.9% (+0.2% to +1.6%) | inconclusive after 10 rounds: as fast \
+here, but the head's main thread works 22% of a step more |
+""" + method + """\
+What the rounds could resolve, where they showed no change or were inconclusive: changes of resnet50-bs2 5% \
+or more.
+
+\u26a0\ufe0f Hidden work on resnet50-bs2 OneFlow: as fast as the base here, but the head's main thread ran \
+57.2ms longer on the CPU per iteration (22.0% of a step, 95% interval 21.0% to 23.0%). OneFlow's queued \
+work hid that here; where it does not (another device, another size), the step is that much slower, so the \
+verdict is not no change.
+
+""" + BUILDS_LINE
+    # Not a regression: the step passes; the results read back say the same.
+    assert verdict.passed and verdict.regressions == [] and verdict.likely_regressions == []
+    again = results_model.loads(results.to_json()).cases[0].paired
+    assert again.hidden_work == record.paired.hidden_work and again.work == record.paired.work
+
+
 HEADER = """\
 | Case | Base | Head (base \u00d7 change) | Change (95% interval) | Verdict |
 | --- | ---: | ---: | --- | --- |

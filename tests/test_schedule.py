@@ -377,6 +377,23 @@ def test_no_change_short_of_its_pairs_when_the_case_cap_is_reached_is_inconclusi
     assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
 
 
+def test_a_head_whose_main_thread_works_more_is_held_back_from_no_change(bench):
+    # The workers report their main thread's CPU time in each round: the head's 2.2 ms of a 10 ms round
+    # more than the base's, while its rounds take as long (+1%).
+    hidden = {"rounds": [0.0101, 0.0102, 0.0100], "thread_cpu": [0.0030]}
+    plan = {HEAD: [hidden], BASE: [{"rounds": [0.01], "thread_cpu": [0.0008]}], PYTORCH: [{"rounds": [0.02]}]}
+    record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=12,
+                                                                  process_pairs=2))
+    paired = record.paired
+    assert (paired.verdict, paired.stopped, paired.stages) == ("inconclusive", "hidden work", [3, 3])
+    assert paired.work == pytest.approx([0.22] * 6)
+    assert paired.hidden_work["share"] == pytest.approx(0.22)
+    # No third pair: the first look decided.
+    assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
+    written = json.loads((bench.folder / "out" / "results.json").read_text())["cases"][0]["paired"]
+    assert written["hidden_work"]["share"] == pytest.approx(0.22) and len(written["work"]) == 6
+
+
 def test_the_third_pair_may_use_the_room_kept_for_profiled_rounds_unless_every_case_is_profiled(bench):
     # Rounds reported as 1000 s each: the fewest profiled rounds would take far more than the cap
     # leaves, so a case that keeps their room has none for more rounds.

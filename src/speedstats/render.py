@@ -203,6 +203,16 @@ def _percent(ratio):
     return None if ratio is None else change_percent(ratio - 1)
 
 
+def _hidden_work(case, row):
+    """The head's extra main-thread work that held a case back from "no change": {time (per iteration),
+    share, low, high (percent of a step)}, or None."""
+    extra = case.paired.hidden_work if case.paired is not None else None
+    if not extra or row.verdict != "inconclusive" or row.base_s is None:
+        return None
+    return {"time": time_text(extra["share"] * row.base_s, case.kind), "share": extra["share"] * 100,
+            "low": extra["low"] * 100, "high": extra["high"] * 100}
+
+
 def _cell(text):
     """Text from results safe as markdown, inside a table cell too: one line, nothing active."""
     return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
@@ -225,6 +235,7 @@ def _paired_row(case, row):
         "verdict": row.verdict, "leaning": row.leaning, "rounds": row.rounds, "text": _cell(row.text),
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
         "disagree": bool(case.paired and case.paired.disagree),
+        "hidden_work": _hidden_work(case, row),
         "start_order": _percent(case.paired.start_order) if case.paired else None,
         "pairs": [{"change": _percent(p.get("ratio")), "low": _percent(p.get("low")),
                    "high": _percent(p.get("high")),
@@ -448,6 +459,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
     attribution = [view for view in map(attribution_context, results.cases) if view]
     return {
         "rows": rows, "likely": likely, "disagreeing": [row for row in rows if row["disagree"]],
+        "hiding": [row for row in rows if row["hidden_work"]],
         # Cases whose start order moved their pairs by more than half the band, which the change cancels.
         "ordered": [row for row in rows if not row["disagree"] and row["start_order"] is not None
                     and abs(row["start_order"]) > rule["min_effect"] * 100 / 2],
@@ -462,6 +474,8 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
         "disagreement_pairs": rule.get("disagreement_pairs", 0),
         # Results of runs before "no change" needed more pairs than the first look's: as many.
         "settling_pairs": rule.get("settling_pairs", rule.get("pairs", 1)),
+        # Results of runs before the main thread's CPU time was measured: no such check to describe.
+        "work_checked": any(case.paired is not None and case.paired.work for case in results.cases),
         "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
     }
 

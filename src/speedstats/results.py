@@ -288,6 +288,12 @@ def _check_paired(paired, where):
                                     or not 0 < start_order <= MAX_RATIO):
         raise UserError(f"{where}: field 'start_order' must be a number above 0 and at most {MAX_RATIO:g}, "
                         f"got {_short(start_order)}")
+    extra = _field(paired, "hidden_work", (dict,), where, required=False)
+    for key in ("share", "low", "high") if extra is not None else ():
+        value = extra.get(key)
+        if isinstance(value, bool) or not isinstance(value, _NUM) or not -MAX_RATIO <= value <= MAX_RATIO:
+            raise UserError(f"{where}.hidden_work: field '{key}' must be a number from {-MAX_RATIO:g} to "
+                            f"{MAX_RATIO:g}, got {_short(value)}")
     for index, pair in enumerate(pairs):
         if not isinstance(pair, dict):
             raise UserError(f"{where}.pairs[{index}]: must be a mapping, got {_short(pair)}")

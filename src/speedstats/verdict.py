@@ -153,6 +153,9 @@ def paired_text(paired, failure=None):
         return (f"inconclusive {after}: no change in {paired_analysis.measured_pairs(paired.stages)} "
                 "pairs of processes"
                 + (f", {needed} needed" if needed else ""))
+    if paired.verdict == stats.INCONCLUSIVE and paired.hidden_work:
+        return (f"inconclusive {after}: as fast here, but the head's main thread works "
+                f"{paired.hidden_work['share']:.0%} of a step more")
     if paired.verdict == stats.INCONCLUSIVE:
         return f"{paired.leaning}, not confirmed {after}" if paired.leaning else f"inconclusive {after}"
     text = f"{paired.verdict} {after}"

@@ -23,7 +23,8 @@ more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is he
 change only on `no_change_pairs` pairs of processes: on fewer, one more pair measures first); an
 interval that straddles an edge asks for more rounds, unless neither a regression nor an improvement
 can plausibly be shown within the budget (futility), or the budget of rounds or seconds is spent:
-then the verdict is inconclusive. docs/methodology.md ("Head against base") says why this holds its
+then the verdict is inconclusive. A "no change" also needs the head's main thread to work no more
+than the band of a step more than the base's (hidden_work: a Python-side cost that queued work hid). docs/methodology.md ("Head against base") says why this holds its
 false-alarm rate.
 
 PyTorch's rounds are the control: the same build all along, so a change between the first and the
@@ -50,7 +51,10 @@ TIME_BUDGET = "time budget"
 FIXED = "fixed"  # judged once on the rounds there were (no sequential rounds: compare, interleave off)
 TOO_FEW = "too few rounds"
 DISAGREE = "pairs disagree"  # the pairs of processes measured different changes
-STOP_REASONS = (SHOWN, FUTILE, ROUNDS_BUDGET, TIME_BUDGET, FIXED, TOO_FEW, DISAGREE)
+# As fast, but the head's main thread worked more than the band of a step more: a cost that queued work
+# hid here (see hidden_work)
+HIDDEN_WORK = "hidden work"
+STOP_REASONS = (SHOWN, FUTILE, ROUNDS_BUDGET, TIME_BUDGET, FIXED, TOO_FEW, DISAGREE, HIDDEN_WORK)
 
 
 # What a rule may ask for: every look judges all the ratios so far, so the rounds bound the work of
@@ -254,6 +258,9 @@ class Look:
     # The interval lies inside the band, but on fewer pairs of processes than a "no change" needs: the
     # verdict is inconclusive, and a driver with room starts one more pair (Rounds).
     short_of_pairs: bool = False
+    # The interval lies inside the band, but the head's main thread may work more than the band of a
+    # step more than the base's (hidden_work's {share, low, high}): inconclusive, stopped HIDDEN_WORK.
+    hidden_work: dict | None = None
 
     def to_dict(self):
         return {"rounds": self.rounds, "ratio": self.ratio, "low": self.low, "high": self.high,
@@ -334,14 +341,35 @@ def _by_start_order(logs: Sequence[float], stages: Sequence[int]):
     return head_first, base_first
 
 
+def hidden_work(work: Sequence[float | None], rule: SequentialRule = DEFAULT_RULE):
+    """How much more the head's main thread worked than the base's, per round: {share, low, high}, the
+    trimmed mean of each round's (head's main-thread CPU seconds - base's) / base's round seconds and its
+    interval at the rule's look confidence; None when a round has no figure or there are too few.
+
+    A cost in the framework's Python code runs on the main thread; OneFlow runs ops asynchronously, so
+    on a machine where the queued work outlasts it, the step takes no longer, and whether it does can
+    differ from process to process (on the CPU here one pair of processes showed a 70 ms busy wait
+    as +12% and the next as 0%: docs/measurements.md). The main thread's CPU time shows it in every
+    process: it is at most the round's wall time, so work beyond the band of a step is a cost that
+    would show wherever nothing hides it."""
+    if len(work) < stats.MIN_ROUNDS_FOR_INTERVAL or any(x is None or not math.isfinite(x) for x in work):
+        return None
+    estimate = stats.trimmed_mean([float(x) for x in work], rule.trim)
+    low, high = estimate.interval(rule.look_confidence)
+    return {"share": estimate.mean, "low": low, "high": high}
+
+
 def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=False,
-         budget_reason=ROUNDS_BUDGET, stages: Sequence[int] = (), no_change_pairs=1) -> Look:
+         budget_reason=ROUNDS_BUDGET, stages: Sequence[int] = (), no_change_pairs=1,
+         work: Sequence[float | None] = ()) -> Look:
     """The rule's look at these per-round ratios (at least MIN_ROUNDS_FOR_INTERVAL, all positive).
 
     final: no more rounds can follow (the budget is spent: budget_reason says which). stages: rounds
     per pair of processes; pairs that disagree make the look inconclusive and stop the rounds.
     no_change_pairs: the pairs, of MIN_ROUNDS_FOR_INTERVAL rounds or more, that a "no change" needs
-    (the sequential rounds ask for rule.settling_pairs; rounds judged once, for 1).
+    (the sequential rounds ask for rule.settling_pairs; rounds judged once, for 1). work: each round's
+    share of a step that the head's main thread worked more than the base's (hidden_work); a "no
+    change" needs its interval to end within the band, and stops inconclusive (HIDDEN_WORK) otherwise.
     """
     logs = [math.log(r) for r in ratios]
     stages = [count for count in stages if count]
@@ -359,8 +387,12 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)
     result.verdict = stats.band_outcome(result.low, result.high, rule.min_effect)
-    if result.verdict == stats.NO_CHANGE and (measured_pairs(stages) or 1) < no_change_pairs:
-        result.verdict, result.short_of_pairs = stats.INCONCLUSIVE, True
+    if result.verdict == stats.NO_CHANGE:
+        extra = hidden_work(work, rule) if work else None
+        if extra is not None and extra["high"] > rule.min_effect:
+            result.verdict, result.hidden_work = stats.INCONCLUSIVE, extra
+        elif (measured_pairs(stages) or 1) < no_change_pairs:
+            result.verdict, result.short_of_pairs = stats.INCONCLUSIVE, True
     if by_order:
         result.start_order = math.exp((head_first.mean - base_first.mean) / 2)
     if len(stages) > 1:
@@ -368,8 +400,11 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
         result.disagree = pairs_disagree(ratios, stages, rule, same_start_order=by_order)
     if result.disagree:
         result.verdict, result.stop, result.stopped = stats.INCONCLUSIVE, True, DISAGREE
+        result.hidden_work = None
     elif result.verdict != stats.INCONCLUSIVE:
         result.stop, result.stopped = True, SHOWN
+    elif result.hidden_work is not None:
+        result.stop, result.stopped = True, HIDDEN_WORK
     elif final:
         result.stop, result.stopped = True, budget_reason
     elif result.short_of_pairs:
@@ -409,6 +444,11 @@ class PairedVerdict:
     # Inside the band, but on fewer pairs of processes than a "no change" needs (rule's settling_pairs):
     # inconclusive, the budget spent before the next pair was measured.
     short_of_pairs: bool = False
+    # Each round's share of a step that the head's main thread worked more than the base's (its CPU
+    # time; empty in results of old runs), and, when a look inside the band was held back by it, its
+    # estimate {share, low, high} (see hidden_work): inconclusive, stopped HIDDEN_WORK.
+    work: list = field(default_factory=list)
+    hidden_work: dict | None = None
     # With more than two pairs: how much slower the build started first measured (a ratio); the
     # estimate weighs both start orders alike. None with one or two pairs.
     start_order: float | None = None
@@ -456,11 +496,13 @@ class PairedVerdict:
 
 def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialRule = DEFAULT_RULE,
                  looks: Sequence[Look] = (), stopped: str | None = None,
-                 stages: Sequence[int] | None = None, confirmed: bool = False) -> PairedVerdict:
+                 stages: Sequence[int] | None = None, confirmed: bool = False,
+                 work: Sequence[float | None] = ()) -> PairedVerdict:
     """The verdict on head against base from their per-iteration times, round by round.
 
     looks: the looks the runner took while measuring (the last one decides); without them the rounds
-    are judged once, as a fixed sample (stopped FIXED). stages: rounds per pair of processes.
+    are judged once, as a fixed sample (stopped FIXED). stages: rounds per pair of processes. work:
+    each round's extra main-thread work of the head, as a share of a step (hidden_work).
     """
     pairs = [(float(h), float(b)) for h, b in zip(head, base)]
     out = PairedVerdict(stats.NOT_COMPARABLE, rounds=len(pairs), min_effect=rule.min_effect,
@@ -474,6 +516,8 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
         out.reason = f"time {bad[0]!r} is not a positive number"
         return out
     out.ratios = [h / b for h, b in pairs]
+    measured_work = len(work) == len(pairs) and any(x is not None for x in work)
+    out.work = list(work) if measured_work else []
     if len(pairs) < stats.MIN_ROUNDS_FOR_INTERVAL:
         out.ratio = stats.median(out.ratios)
         out.reason, out.stopped = f"fewer than {stats.MIN_ROUNDS_FOR_INTERVAL} rounds", TOO_FEW
@@ -485,14 +529,16 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
         return out
     looks = list(looks)
     if not looks or looks[-1].rounds != len(pairs):
-        looks.append(look(out.ratios, rule, final=True, budget_reason=stopped or FIXED, stages=out.stages))
+        looks.append(look(out.ratios, rule, final=True, budget_reason=stopped or FIXED, stages=out.stages,
+                          work=out.work))
     last = looks[-1]
     out.looks = [x.to_dict() for x in looks]
     out.ratio, out.low, out.high, out.verdict = last.ratio, last.low, last.high, last.verdict
     out.pairs, out.disagree, out.start_order = last.pairs, last.disagree, last.start_order
-    out.short_of_pairs = last.short_of_pairs
+    out.short_of_pairs, out.hidden_work = last.short_of_pairs, last.hidden_work
     out.confidence = rule.look_confidence
-    out.stopped = last.stopped if last.stopped in (SHOWN, DISAGREE) else (stopped or last.stopped or FIXED)
+    decided = (SHOWN, DISAGREE, HIDDEN_WORK)
+    out.stopped = last.stopped if last.stopped in decided else (stopped or last.stopped or FIXED)
     if out.verdict == stats.INCONCLUSIVE:
         out.leaning = stats.leaning(out.ratio, rule.min_effect)
     return out
@@ -615,6 +661,7 @@ class Rounds:
     def __init__(self, rule: SequentialRule = DEFAULT_RULE, confirm: bool = True):
         self.rule, self.confirm = rule, confirm and rule.confirm_rounds > 0
         self.ratios: list[float] = []
+        self.work: list[float | None] = []  # each round's extra main-thread work of the head (hidden_work)
         self.pair_starts = list(rule.pair_starts)
         self.retold = False  # more pairs were started after pairs that disagreed (disagreement_pairs)
         self.looks: list[Look] = []
@@ -628,10 +675,13 @@ class Rounds:
             self.confirm = False
         self._next = rule.first_rounds
 
-    def add(self, ratio: float):
+    def add(self, ratio: float, work: float | None = None):
+        """One round's ratio head/base, and its share of a step that the head's main thread worked more
+        than the base's (None: not measured)."""
         if self.action == DONE:
             raise RuntimeError("no more rounds: the rule is done")
         self.ratios.append(float(ratio))
+        self.work.append(work)
         self.stages[-1] += 1
         self.action = MORE
         if len(self.ratios) >= self._next:
@@ -657,7 +707,7 @@ class Rounds:
 
     def _look(self, final, reason=ROUNDS_BUDGET):
         result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages,
-                      no_change_pairs=self.rule.settling_pairs)
+                      no_change_pairs=self.rule.settling_pairs, work=self.work)
         self.looks.append(result)
         if result.stopped == DISAGREE and self._retell():
             return
@@ -722,4 +772,4 @@ class Rounds:
             head, base = self.ratios, [1.0] * len(self.ratios)
         stages = [s for s in self.stages if s] or [0]
         return judge_paired(head, base, self.rule, looks=self.looks, stopped=self.stopped, stages=stages,
-                            confirmed=self.confirming)
+                            confirmed=self.confirming, work=self.work)

@@ -82,6 +82,8 @@ class ContenderRun:
 
     worker: Worker
     rounds: list[float] = dataclasses.field(default_factory=list)  # total seconds of each kept round
+    # The main thread's CPU seconds in each kept round (None where the worker did not say)
+    thread_cpu_s: list = dataclasses.field(default_factory=list)
     states: list[dict] = dataclasses.field(default_factory=list)  # the machine's state around each
     remeasured: list[dict] = dataclasses.field(default_factory=list)  # {"per_iter_s", "state"} each
     error: str | None = None  # why it has no figures
@@ -223,7 +225,7 @@ class Scheduler:
                 self._interleaved_round(runs, timed, done + 1, order=done)
                 if any(runs[role].error for role in PAIR):
                     break
-                sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1])
+                sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1], work=self._extra_work(runs))
                 if first_look_at is None and len(sequence.ratios) >= self.plan.rounds:
                     first_look_at = time.monotonic()
                     first_look_s = first_look_at - began
@@ -251,6 +253,15 @@ class Scheduler:
         for role in PAIR:
             runs[role].rounds = earlier[role] + runs[role].rounds
         return runs, sequence
+
+    @staticmethod
+    def _extra_work(runs):
+        """How much longer the head's main thread ran on the CPU than the base's in their last round, as
+        a share of the base's round (analysis.paired.hidden_work); None without both figures."""
+        head, base = runs[HEAD].thread_cpu_s[-1], runs[BASE].thread_cpu_s[-1]
+        if head is None or base is None or runs[BASE].rounds[-1] <= 0:
+            return None
+        return (head - base) / runs[BASE].rounds[-1]
 
     @staticmethod
     def _last_pair_s(runs):
@@ -427,7 +438,7 @@ class Scheduler:
         spec = self.suite.disturbance
         while True:
             try:
-                total, state = self._timed_round(run)
+                total, state, thread_cpu = self._timed_round(run)
             except WorkerFailed as exc:
                 run.fail(str(exc))
                 self.log(f"{label}: round {number}{of} FAILED: {exc}")
@@ -439,6 +450,7 @@ class Scheduler:
             self.log(f"{label}: round {number}{of} disturbed ({why}): measuring it again")
             time.sleep(spec.retry_wait_s)
         run.rounds.append(total)
+        run.thread_cpu_s.append(thread_cpu)
         run.states.append(state)
         kind = case_kind(self.case.kind)
         self.log(f"{label}: round {number}{of}: {total / self.plan.iterations * kind.scale:.3f}{kind.unit}"
@@ -446,7 +458,7 @@ class Scheduler:
 
     def _timed_round(self, run):
         """One go of the worker with the machine watched around it: (its total seconds, the machine's
-        state, judged disturbed or not)."""
+        state, judged disturbed or not, its main thread's CPU seconds or None)."""
         pids = run.worker.processes()
         before = self.watch.begin(pids)
         sampler = self._memory_sampler(run, pids)
@@ -461,7 +473,8 @@ class Scheduler:
         if None not in (energy_before, energy_after) and float(report["total_s"]) >= MIN_ENERGY_ROUND_S:
             run.energy_j.append((energy_after - energy_before) / 1000 / self.plan.iterations)
         state["disturbed"] = machine.round_disturbance(state, self.suite.disturbance)
-        return float(report["total_s"]), state
+        thread_cpu = report.get("thread_cpu_s")
+        return float(report["total_s"]), state, None if thread_cpu is None else float(thread_cpu)
 
     def _energy_mj(self):
         gpus = getattr(self.watch, "gpus", None)

@@ -464,11 +464,12 @@ def main(argv=None):
             ops, ops_reason = _start_op_profiler(fw, spec) if profiled else (None, None)
             sampler = StackSampler().start() if profiled else None
             started_unix = time.time()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             measurement.run(spec.times)
-            total = time.perf_counter() - start
+            total, thread_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
             if rank == 0:
-                report = {"total_s": total, "started_unix": started_unix, "ended_unix": time.time()}
+                report = {"total_s": total, "started_unix": started_unix, "ended_unix": time.time(),
+                          "thread_cpu_s": thread_cpu}
                 if sampler is not None:
                     report["profile"] = {**sampler.stop().report(), "steps": spec.times}
                     if ops is not None:
