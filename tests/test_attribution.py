@@ -335,6 +335,19 @@ def test_a_slower_head_gets_profiled_rounds_alternating_after_the_timed_ones(tmp
     assert len(record.frameworks[HEAD].rounds_s) == record.paired.rounds == 10
 
 
+def test_a_head_as_fast_whose_main_thread_works_more_gets_profiled_rounds_that_say_where(tmp_path):
+    # The head's rounds take as long as the base's, its main thread 22 ms of a 100 ms round longer: the
+    # rule says "hidden work", and `attribute: slower` profiles it as it would a slower head.
+    plan = head_vs_base(0.1, SLOW_PROFILE)
+    plan[HEAD][0]["thread_cpu"], plan[BASE][0]["thread_cpu"] = [0.030], [0.008]
+    bench = Bench(tmp_path)
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_rounds=4,
+                                  attribute_budget=0.9), plan)
+    assert (record.paired.verdict, record.paired.stopped) == ("inconclusive", "hidden work")
+    assert len([e for e in bench.events if "profiled" in e]) == 8
+    assert record.attribution.places[0].place == SLOWED and record.attribution.places[0].significant
+
+
 def test_an_unchanged_head_gets_no_profiled_round_unless_asked(tmp_path):
     bench = Bench(tmp_path / "slower")
     (tmp_path / "slower").mkdir()

@@ -24,8 +24,8 @@ change only on `no_change_pairs` pairs of processes: on fewer, one more pair mea
 interval that straddles an edge asks for more rounds, unless neither a regression nor an improvement
 can plausibly be shown within the budget (futility), or the budget of rounds or seconds is spent:
 then the verdict is inconclusive. A "no change" also needs the head's main thread to work no more
-than the band of a step more than the base's (hidden_work: a Python-side cost that queued work hid). docs/methodology.md ("Head against base") says why this holds its
-false-alarm rate.
+than the band of a step more than the base's (hidden_work: a Python-side cost that queued work hid).
+docs/methodology.md ("Head against base") says why this holds its false-alarm rate.
 
 PyTorch's rounds are the control: the same build all along, so a change between the first and the
 second half of its rounds, within each pair of head and base processes' stretch, says that the

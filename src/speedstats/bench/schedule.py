@@ -276,15 +276,17 @@ class Scheduler:
         return (MIN_PROFILED_ROUNDS + 1) * self._last_pair_s(runs)
 
     def _wants_profile(self, runs, sequence):
-        """Profiled rounds for this case: `attribute: always`, or a head slower than its base (a
-        regression, or likely slower) with `attribute: slower`."""
+        """Profiled rounds for this case: `attribute: always`, or with `attribute: slower` a head slower
+        than its base (a regression, or likely slower) or one whose main thread works more (hidden
+        work: the profile names where)."""
         attribute = getattr(self.suite, "attribute", "never")
         if attribute == "never" or any(runs[role].error for role in PAIR):
             return False
         if attribute == "always":
             return True
         verdict = sequence.verdict()
-        return verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
+        return (verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
+                or verdict.hidden_work is not None)
 
     def _profiled_rounds(self, runs, case_s, cap_s=None):
         """Up to attribute_rounds profiled rounds of the head and the base, alternating as the timed
