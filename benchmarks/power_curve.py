@@ -97,6 +97,10 @@ def one_run(work, cache, head, base=None):
             "ratio": paired.get("ratio"), "low": paired.get("low"), "high": paired.get("high"),
             "rounds": paired.get("rounds"), "stopped": paired.get("stopped"),
             "disagree": bool(paired.get("disagree")),
+            # The head's extra main-thread work, the median of its rounds' shares of a step (none
+            # without the figures): how far an unchanged build's sits from the band, and a hidden cost's.
+            "work_share": statistics.median(paired["work"]) if None not in (paired.get("work") or [None])
+            else None,
             "marks": marks((out / "comment.md").read_text(encoding="utf-8")),
             "pairs": [pair.get("ratio") for pair in paired.get("pairs") or []],
             "stages": paired.get("stages"),

@@ -120,6 +120,10 @@ def test_rounds_alternate_between_the_frameworks(tiny_run):
     assert [round_order(frameworks, k) for k in (0, 1)] == [frameworks, frameworks[::-1]]
     for earlier, later in zip(rounds, rounds[1:]):
         assert earlier["ended_unix"] <= later["started_unix"]
+    # Each round also says how long the worker's main thread ran on the CPU: some, and never more than
+    # the round took (the clocks' ticks aside).
+    for report in rounds:
+        assert 0 < report["thread_cpu_s"] <= report["total_s"] + 0.02, report
 
 
 def test_failed_cases_are_recorded_and_the_others_still_measured(tiny_run):
