@@ -18,6 +18,10 @@ def noisy_ratios(change, count, seed, sd=0.106):
     return [math.exp(math.log1p(change) + rng.gauss(0, sd)) for _ in range(count)]
 
 
+# A suite's rule that asks for a third pair of processes before "no change" (the default asks for two).
+THREE_PAIRS = SequentialRule(no_change_pairs=3)
+
+
 def drive(ratios, rule=paired.DEFAULT_RULE, confirm=True):
     """Feed ratios to the rule until it is done or they run out; the Rounds and the actions seen."""
     rounds, actions = Rounds(rule, confirm=confirm), []
@@ -178,23 +182,27 @@ def test_pairs_of_processes_that_disagree_make_the_case_inconclusive_never_no_ch
     # The same when the second pair hides it: never "no change".
     rounds, _ = drive(noisy_ratios(0.12, 5, seed=5, sd=0.01) + noisy_ratios(0.0, 35, seed=6, sd=0.01))
     assert rounds.verdict().verdict == stats.INCONCLUSIVE and rounds.verdict().disagree
-    # Pairs a little apart (+0.8% and -0.8%), both inside the band, and a third (a "no change" needs
-    # three) at +0.2%: they agree on "no change".
+    # Pairs a little apart (+0.8% and -0.8%), both inside the band: they agree on "no change", and
+    # with a third (where a suite asks for three) at +0.2% too.
     third = [1.002, 1.003, 1.001, 1.002, 1.002]
     steady = [1.008, 1.01, 1.006, 1.009, 1.007, 0.992, 0.993, 0.991, 0.994, 0.99] + third
     verdict = drive(steady)[0].verdict()
+    assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree and verdict.stages == [5, 5]
+    verdict = drive(steady, THREE_PAIRS)[0].verdict()
     assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree and verdict.stages == [5, 5, 5]
     # ... and pairs 3% apart, both inside the band (+1.5% and -1.5%), each steady within itself.
     apart = [1.015, 1.016, 1.014, 1.015, 1.016, 0.985, 0.984, 0.986, 0.985, 0.984] + third
-    verdict = drive(apart)[0].verdict()
-    assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
+    for rule in (paired.DEFAULT_RULE, THREE_PAIRS):
+        verdict = drive(apart, rule)[0].verdict()
+        assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
 
 
-def test_no_change_needs_a_third_pair_of_processes_and_one_that_shows_the_cost_turns_it():
+def test_no_change_on_three_pairs_of_processes_needs_a_third_and_one_that_shows_the_cost_turns_it():
     # Two pairs whose processes both hid the head's cost (as a Python-side cost behind OneFlow's queued
-    # work can): +1.0% and +2.5%, the interval inside the band. That is not yet "no change".
+    # work can): +1.0% and +2.5%, the interval inside the band. Where the suite asks for three pairs,
+    # that is not yet "no change".
     hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
-    rounds, actions = drive(hid_twice + noisy_ratios(0.0, 30, seed=33, sd=0.01))
+    rounds, actions = drive(hid_twice + noisy_ratios(0.0, 30, seed=33, sd=0.01), THREE_PAIRS)
     first_look = rounds.looks[0]
     assert first_look.rounds == 10 and first_look.high < 1.04 and first_look.short_of_pairs
     assert first_look.verdict == stats.INCONCLUSIVE and not first_look.stop
@@ -205,17 +213,18 @@ def test_no_change_needs_a_third_pair_of_processes_and_one_that_shows_the_cost_t
     assert verdict.stopped == paired.SHOWN and not verdict.short_of_pairs
     assert [look["rounds"] for look in verdict.looks] == [10, 15]
     # A third pair that shows it (+12%, started head first as the first was): never "no change".
-    rounds, actions = drive(hid_twice + noisy_ratios(0.12, 30, seed=34, sd=0.01))
+    rounds, actions = drive(hid_twice + noisy_ratios(0.12, 30, seed=34, sd=0.01), THREE_PAIRS)
     verdict = rounds.verdict()
     assert actions[9] == NEW_PAIR and verdict.stages[:3] == [5, 5, 5]
     assert verdict.verdict != stats.NO_CHANGE and verdict.pairs[2]["low"] > 1.09
     # The rule's settling pairs: fewer when the budget of rounds cannot hold them; results.json says so.
-    assert SequentialRule().settling_pairs == 3 and SequentialRule().to_dict()["settling_pairs"] == 3
-    assert SequentialRule(max_rounds=14).settling_pairs == 2
+    assert THREE_PAIRS.settling_pairs == 3 and THREE_PAIRS.to_dict()["settling_pairs"] == 3
+    assert SequentialRule().settling_pairs == 2 and SequentialRule().to_dict()["settling_pairs"] == 2
+    assert SequentialRule(no_change_pairs=3, max_rounds=14).settling_pairs == 2
     assert SequentialRule(no_change_pairs=1).settling_pairs == 2  # never fewer than the first look's
     assert SequentialRule(no_change_pairs=4, max_rounds=20).settling_pairs == 4
-    # Two pairs say "no change" where the suite asks for two (the budget of rounds then holds 10).
-    verdict = drive(hid_twice + [1.0] * 30, SequentialRule(no_change_pairs=2))[0].verdict()
+    # Two pairs say "no change" with the default rule, which asks for two.
+    verdict = drive(hid_twice + [1.0] * 30)[0].verdict()
     assert verdict.verdict == stats.NO_CHANGE and verdict.rounds == 10
     with pytest.raises(ValueError, match="no_change_pairs: must be between 1 and 10, got 0"):
         SequentialRule.from_dict({"no_change_pairs": 0})
@@ -239,14 +248,15 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     assert paired_text(verdict) == ("inconclusive after 10 rounds: as fast here, but the head's main "
                                     "thread works 22% of a step more")
     assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
-    # The same extra work within the band's share of a step (A/A scatters about 0.5% of one): the
-    # rule goes on to its third pair as without the figures.
+    # The same extra work within the band's share of a step (A/A scatters about 0.5% of one): "no
+    # change", as without the figures; where a third pair is asked for, the rule goes on to it.
     quiet = [0.005 * math.sin(k) for k in range(len(hid_twice))]
-    rounds = Rounds()
-    for ratio, work in zip(hid_twice, quiet):
-        rounds.add(ratio, work=work)
-    first_look = rounds.looks[0]
-    assert rounds.action == NEW_PAIR and first_look.short_of_pairs and first_look.hidden_work is None
+    for rule, action in ((paired.DEFAULT_RULE, DONE), (THREE_PAIRS, NEW_PAIR)):
+        rounds = Rounds(rule)
+        for ratio, work in zip(hid_twice, quiet):
+            rounds.add(ratio, work=work)
+        assert rounds.action == action and rounds.looks[0].hidden_work is None
+    assert rounds.looks[0].short_of_pairs
     # An interval that reaches past the band is enough to hold "no change" back (3% of a step, up to 6%).
     reaching = [0.03 + 0.03 * (-1) ** k for k in range(10)]
     look = paired.look(hid_twice, work=reaching)
@@ -261,7 +271,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
 
 def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_and_says_why():
     hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
-    rounds, _ = drive(hid_twice + [1.0, 1.0])
+    rounds, _ = drive(hid_twice + [1.0, 1.0], THREE_PAIRS)
     assert rounds.settling and rounds.action == MORE and rounds.stages == [5, 5, 2]
     rounds.stop_now()  # the case's cap: the third pair measured 2 rounds, too few to count
     verdict = rounds.verdict()
@@ -270,7 +280,7 @@ def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_a
     assert paired_text(verdict) == "inconclusive after 12 rounds: no change in 2 pairs of processes, 3 needed"
     assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
     # Three rounds of the third pair count: the look on what there is may say "no change".
-    rounds, _ = drive(hid_twice + [1.0, 1.0, 1.0])
+    rounds, _ = drive(hid_twice + [1.0, 1.0, 1.0], THREE_PAIRS)
     rounds.stop_now()
     assert rounds.verdict().verdict == stats.NO_CHANGE and rounds.verdict().stopped == paired.SHOWN
     # While the pair is measured, the time budget is what the case's cap leaves after what is kept for

@@ -337,14 +337,14 @@ def test_pairs_that_disagree_are_followed_by_two_more_that_tell_the_start_order_
     assert "[1/1]   head vs base: 12 rounds, stopped (shown)" in bench.lines
 
 
-def test_no_change_in_two_pairs_of_processes_is_measured_in_a_third(bench):
+def test_no_change_in_two_pairs_of_processes_is_measured_in_a_third_where_three_are_asked_for(bench):
     # Each pair's head measures +1% (its cost hidden, as a Python-side cost behind OneFlow's queue can
-    # be): after two pairs the interval lies inside the band, and a third pair, the head started first
-    # again, must say it too.
+    # be): after two pairs the interval lies inside the band, and where the suite asks for three pairs
+    # a third pair, the head started first again, must say it too.
     hidden = {"rounds": [0.0101, 0.0102, 0.0100]}
     plan = {HEAD: [hidden, hidden, hidden], BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
     record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=12,
-                                                                  process_pairs=2))
+                                                                  process_pairs=2, no_change_pairs=3))
     assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"],
                                    ["OneFlow", "OneFlow base"]]
     assert bench.control("pair3", HEAD, "round-0.json").exists()
@@ -360,7 +360,7 @@ def test_no_change_in_two_pairs_of_processes_is_measured_in_a_third(bench):
     plan[HEAD] = [hidden, hidden, shown]
     (bench.folder / "shown").mkdir()
     record = Bench(bench.folder / "shown").run(suite(rounds=1, times=6), plan, rule=rule(
-        first_rounds=6, max_rounds=12, process_pairs=2))
+        first_rounds=6, max_rounds=12, process_pairs=2, no_change_pairs=3))
     assert record.paired.verdict != "no change" and record.paired.stages[:3] == [3, 3, 3]
 
 
@@ -369,7 +369,8 @@ def test_no_change_short_of_its_pairs_when_the_case_cap_is_reached_is_inconclusi
     plan = {HEAD: [hidden, hidden, hidden], BASE: [{"rounds": [0.01]}], PYTORCH: [{"rounds": [0.02]}]}
     # The case may take only as long as its first look: no time for the third pair's rounds.
     record = bench.run(suite(rounds=1, times=6), plan, rule=rule(first_rounds=6, max_rounds=12,
-                                                                  process_pairs=2, case_cap_factor=1.0))
+                                                                  process_pairs=2, no_change_pairs=3,
+                                                                  case_cap_factor=1.0))
     paired = record.paired
     assert (paired.verdict, paired.stopped, paired.rounds, paired.short_of_pairs) == (
         "inconclusive", "time budget", 6, True)
@@ -399,7 +400,7 @@ def test_the_third_pair_may_use_the_room_kept_for_profiled_rounds_unless_every_c
     # leaves, so a case that keeps their room has none for more rounds.
     hidden = {"rounds": [1010.0, 1020.0, 1000.0]}
     plan = {HEAD: [hidden, hidden, hidden], BASE: [{"rounds": [1000.0]}], PYTORCH: [{"rounds": [2000.0]}]}
-    the_rule = rule(first_rounds=6, max_rounds=12, process_pairs=2)
+    the_rule = rule(first_rounds=6, max_rounds=12, process_pairs=2, no_change_pairs=3)
     # `attribute: slower` profiles a case whose look said no change only if the third pair turns it:
     # the pair takes the room.
     record = bench.run(suite(rounds=1, times=6, attribute="slower"), plan, rule=the_rule)

@@ -20,7 +20,8 @@ verdict is inconclusive (stopped "pairs disagree"), never "no change" nor a regr
 The rule (`SequentialRule`) looks at the ratios after `first_rounds` rounds, then every `step_rounds`
 more, up to `max_rounds`. At each look the interval (at `confidence`, 95%) is held against the band
 1 +- min_effect (`stats.band_outcome`): regression, improvement or no change stop the rounds (no
-change only on `no_change_pairs` pairs of processes: on fewer, one more pair measures first); an
+change only on `no_change_pairs` pairs of processes, 2 by default: on fewer, one more pair measures
+first); an
 interval that straddles an edge asks for more rounds, unless neither a regression nor an improvement
 can plausibly be shown within the budget (futility), or the budget of rounds or seconds is spent:
 then the verdict is inconclusive. A "no change" also needs the head's main thread to work no more
@@ -92,10 +93,12 @@ class SequentialRule:
     disagreement_pairs: int = 2
     # Pairs of processes a "no change" needs. When a look says no change on fewer, one more pair (its
     # start order turning on) measures one pair's share of the first look, and the look on all the
-    # rounds must say it again: a cost that some processes hide (a Python-side cost behind OneFlow's
-    # queued work) is hidden from every pair less often. Fewer when the budget of rounds cannot hold
-    # the pairs (`settling_pairs`).
-    no_change_pairs: int = 3
+    # rounds must say it again: a cost that some processes hide is hidden from every pair less often.
+    # Two by default, the first look's: a Python-side cost behind OneFlow's queued work, the one such
+    # cost measured, shows in the main thread's work in every process (hidden_work), and a third pair
+    # cost an unchanged build 0.4 of a head-only run on the CPU. Fewer when the budget of rounds
+    # cannot hold the pairs (`settling_pairs`).
+    no_change_pairs: int = 2
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
     # Rounds after the first look: at most this share of the first look's wall time when its estimate
     # lies inside the band, leaning_extra_factor when it lies beyond (a case that leans slower or faster
