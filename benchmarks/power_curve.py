@@ -99,8 +99,7 @@ def one_run(work, cache, head, base=None):
             "disagree": bool(paired.get("disagree")),
             # The head's extra main-thread work, the median of its rounds' shares of a step (none
             # without the figures): how far an unchanged build's sits from the band, and a hidden cost's.
-            "work_share": statistics.median(paired["work"]) if None not in (paired.get("work") or [None])
-            else None,
+            "work_share": work_share(paired.get("work")),
             "marks": marks((out / "comment.md").read_text(encoding="utf-8")),
             "pairs": [pair.get("ratio") for pair in paired.get("pairs") or []],
             "stages": paired.get("stages"),
@@ -109,6 +108,11 @@ def one_run(work, cache, head, base=None):
             "control_rounds_s": control.get("rounds_s"),
             "control_cpu": [{key: (state.get("cpu") or {}).get(key) for key in CONTROL_CPU_FIELDS}
                             for state in control.get("round_states") or []]}
+
+
+def work_share(work):
+    """The median of the rounds' extra main-thread work, None unless every round has its figure."""
+    return statistics.median(work) if work and None not in work else None
 
 
 def marks(comment):

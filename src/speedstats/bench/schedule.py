@@ -176,7 +176,6 @@ class Scheduler:
         earlier = {role: [] for role in PAIR}
         # When the first look was taken, its wall time and its estimate: the time budget after it.
         first_look_at = first_look_s = first_ratio = None
-        attribute = getattr(self.suite, "attribute", "never")
         try:
             self._start_all(runs)
             pair = 0  # which pair of head and base processes is measuring
@@ -184,16 +183,8 @@ class Scheduler:
                 if any(runs[role].error for role in PAIR):
                     break
                 # The time budget is checked before a fresh pair is started too: no pair for no rounds.
-                # A pair a "no change" needs keeps no room for profiled rounds unless every case is
-                # profiled: with `attribute: slower` a case whose look said no change is profiled only if
-                # that pair turns its verdict, and then the cap says how few profiled rounds it left.
-                # What is kept is the suite's attribute_budget share of what the cap leaves after the
-                # first look, and at least the fewest profiled rounds' time.
-                keep = attribute == "always" or (attribute != "never" and not sequence.settling)
-                reserve = (self.suite.attribute_budget, self._least_profile_s(runs)) if keep else (0.0, 0.0)
-                if first_look_at is not None and time.monotonic() - first_look_at > rule.extra_budget_s(
-                        first_look_s, first_ratio, retold=sequence.retold, reserve=reserve[0],
-                        reserve_s=reserve[1], settling=sequence.settling):
+                if first_look_at is not None and time.monotonic() - first_look_at > self._extra_budget_s(
+                        rule, sequence, runs, first_look_s, first_ratio):
                     sequence.stop_now()
                     break
                 if sequence.action in (paired_analysis.NEW_PAIR, paired_analysis.CONFIRM):
@@ -253,6 +244,21 @@ class Scheduler:
         for role in PAIR:
             runs[role].rounds = earlier[role] + runs[role].rounds
         return runs, sequence
+
+    def _extra_budget_s(self, rule, sequence, runs, first_look_s, first_ratio):
+        """The seconds of rounds after the first look (SequentialRule.extra_budget_s), less the room kept
+        for profiled rounds: the suite's attribute_budget share of what the cap leaves after the first
+        look, and at least the fewest profiled rounds' time. A pair a "no change" needs keeps no room
+        unless every case is profiled: with `attribute: slower` a case whose look said no change is
+        profiled only if that pair turns its verdict, and then the cap says how few profiled rounds it
+        left."""
+        attribute = getattr(self.suite, "attribute", "never")
+        keep = attribute == "always" or (attribute != "never" and not sequence.settling)
+        reserve, reserve_s = 0.0, 0.0
+        if keep:
+            reserve, reserve_s = self.suite.attribute_budget, self._least_profile_s(runs)
+        return rule.extra_budget_s(first_look_s, first_ratio, retold=sequence.retold, reserve=reserve,
+                                   reserve_s=reserve_s, settling=sequence.settling)
 
     @staticmethod
     def _extra_work(runs):
