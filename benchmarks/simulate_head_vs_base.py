@@ -72,8 +72,9 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
             true = shown()
             if rounds.action == paired.CONFIRM or len(rounds.ratios) >= rule.first_rounds:
                 extra_s += 2 * WORKER_START_S
-        elif len(rounds.ratios) >= rule.first_rounds and extra_s + round_s > rule.extra_budget_s(
-                first_s, rounds.looks[0].ratio, retold=rounds.retold, settling=rounds.settling):
+        elif len(rounds.ratios) >= rule.first_rounds and not rounds.retelling and \
+                extra_s + round_s > rule.extra_budget_s(first_s, rounds.looks[0].ratio,
+                                                        settling=rounds.settling):
             rounds.stop_now()
             break
         if len(rounds.ratios) >= rule.first_rounds:

@@ -375,6 +375,24 @@ def test_the_case_cap_stops_the_profiled_rounds(tmp_path):
     assert reason.endswith("left 0.0s, which allowed 0 profiled rounds")
 
 
+def test_pairs_after_a_disagreement_measure_past_the_cap_and_the_slower_head_is_still_said_where(tmp_path):
+    # The build started first is 20% slower: the first two pairs disagree, and the case's cap (its first
+    # look's time) leaves nothing. The two more pairs still measure all their rounds, and the regression
+    # they show gets the fewest profiled rounds that compare anything, where the cap alone gives none
+    # (test_the_case_cap_stops_the_profiled_rounds).
+    head_first = {"rounds": [0.132, 0.133, 0.131], "profile": SLOW_PROFILE}
+    base_first = {"rounds": [0.0917, 0.0918, 0.0916], "profile": SLOW_PROFILE}
+    plan = {HEAD: [head_first, base_first, head_first, base_first],
+            BASE: [{"rounds": [0.1], "profile": PROFILE}], PYTORCH: [{"rounds": [0.05]}]}
+    bench = Bench(tmp_path)
+    record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.9,
+                                  head_vs_base={"case_cap_factor": 1}), plan)
+    paired = record.paired
+    assert (paired.verdict, paired.stopped, paired.stages) == ("regression", "shown", [5, 5, 5, 5])
+    assert paired.start_order == pytest.approx(1.2, abs=0.01)
+    assert record.attribution.rounds >= 3 and record.attribution.places[0].place == SLOWED
+
+
 def test_the_budget_stops_the_profiled_rounds(tmp_path):
     bench = Bench(tmp_path)
     record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.0),

@@ -306,10 +306,17 @@ def test_a_start_order_effect_is_told_apart_by_more_pairs_and_cancelled():
     # head first and -8% with the base first (later rounds go on in the last pair, base first). The
     # first two pairs disagree; the next two repeat the orders and agree with the pair of the same
     # order: the estimate weighs the orders alike.
-    rounds, actions = drive(start_order_effect(0.10, 0.20))
+    rule, ratios = paired.DEFAULT_RULE, start_order_effect(0.10, 0.20)
+    rounds, retelling = Rounds(rule), []
+    for ratio in ratios[:20]:
+        rounds.add(ratio)
+        retelling.append(rounds.retelling)
     verdict = rounds.verdict()
     assert rounds.looks[0].stopped == paired.DISAGREE and rounds.looks[0].start_order is None
-    assert rounds.retold and verdict.stages == [5, 5, 5, 5] and actions[9] == NEW_PAIR
+    assert rounds.retold and verdict.stages == [5, 5, 5, 5] and rounds.action == DONE
+    # The two more pairs are measuring from the disagreeing look until the look after them (no time
+    # budget cuts them).
+    assert retelling == [False] * 9 + [True] * 10 + [False]
     assert verdict.verdict == stats.REGRESSION and verdict.stopped == paired.SHOWN and not verdict.disagree
     assert verdict.ratio == pytest.approx(1.10, abs=0.01)
     assert verdict.start_order == pytest.approx(1.20, abs=0.01)
@@ -373,9 +380,6 @@ def test_the_case_cap_bounds_the_extra_rounds_and_keeps_a_share_for_profiled_rou
     assert rule.extra_budget_s(20.0, 1.06) == pytest.approx(10.0)  # 0.7 of it would pass the cap
     # A quarter of what the cap leaves is kept for profiled rounds.
     assert rule.extra_budget_s(20.0, 1.06, reserve=0.25) == pytest.approx(7.5)
-    # Pairs started after pairs that disagreed: a second first look, in the rounds and in the cap.
-    assert rule.case_cap_s(20.0, retold=True) == pytest.approx(60.0)
-    assert rule.extra_budget_s(20.0, 1.06, retold=True) == pytest.approx(34.0)
     assert SequentialRule(case_cap_factor=1.0).extra_budget_s(20.0, 1.06) == 0.0
     # At least reserve_s is kept (the fewest profiled rounds that compare anything), never below zero.
     assert rule.extra_budget_s(20.0, 1.06, reserve=0.25, reserve_s=4.0) == pytest.approx(6.0)

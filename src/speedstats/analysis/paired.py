@@ -107,8 +107,8 @@ class SequentialRule:
     leaning_extra_factor: float = 0.7
     max_extra_s: float = 600.0
     # The whole case (its workers' starts, its rounds, more pairs, profiled rounds) takes at most this
-    # many times its first look's wall time, twice that when more pairs were started after pairs that
-    # disagreed (a second first look): the extra rounds and the profiled rounds share what is left.
+    # many times its first look's wall time: the extra rounds and the profiled rounds share what is
+    # left. Pairs started after pairs that disagreed measure all their rounds, past it if they must.
     case_cap_factor: float = 1.5
     # The plain percentage below 3 rounds (results of old runs).
     single_round_threshold: float = stats.DEFAULT_SINGLE_ROUND_THRESHOLD
@@ -158,20 +158,20 @@ class SequentialRule:
         """The round counts after which a fresh pair of processes takes over (empty for one pair)."""
         return [self.first_rounds * i // self.pairs for i in range(1, self.pairs)]
 
-    def case_cap_s(self, first_look_s, retold=False):
-        """The most seconds the whole case may take, given its first look's wall time; retold: more
-        pairs were started after pairs that disagreed, the time of a second first look."""
-        return self.case_cap_factor * first_look_s * (2 if retold else 1)
+    def case_cap_s(self, first_look_s):
+        """The most seconds the whole case may take, given its first look's wall time."""
+        return self.case_cap_factor * first_look_s
 
-    def extra_budget_s(self, first_look_s, ratio, retold=False, reserve=0.0, reserve_s=0.0, settling=False):
+    def extra_budget_s(self, first_look_s, ratio, reserve=0.0, reserve_s=0.0, settling=False):
         """Seconds of rounds after the first look, given its wall time and its estimate, within what
         case_cap_s leaves after the first look less what is kept for profiled rounds: `reserve` of
-        it, and at least reserve_s seconds; retold: with the time of a first look more for the pairs
-        started after pairs that disagreed. settling: a pair a "no change" needs is measuring; it may
-        use all the room, for without it the verdict cannot be said."""
+        it, and at least reserve_s seconds. settling: a pair a "no change" needs is measuring; it may
+        use all the room, for without it the verdict cannot be said. Pairs started after pairs that
+        disagreed are not held to it (Rounds.retelling): cut short, they could not tell a start
+        order from chance; the rounds after them only have what is left."""
         leaning = stats.leaning(ratio, self.min_effect) is not None
-        factor = (self.leaning_extra_factor if leaning else self.extra_factor) + (1 if retold else 0)
-        left = self.case_cap_s(first_look_s, retold) - first_look_s
+        factor = self.leaning_extra_factor if leaning else self.extra_factor
+        left = self.case_cap_s(first_look_s) - first_look_s
         room = max(0.0, left - max(reserve * left, reserve_s))
         return min(self.max_extra_s, room if settling else min(factor * first_look_s, room))
 
@@ -667,6 +667,7 @@ class Rounds:
         self.work: list[float | None] = []  # each round's extra main-thread work of the head (hidden_work)
         self.pair_starts = list(rule.pair_starts)
         self.retold = False  # more pairs were started after pairs that disagreed (disagreement_pairs)
+        self.retelling = False  # those pairs are measuring: the look after them is not yet taken
         self.looks: list[Look] = []
         self.stages = [0]
         self.action = MORE
@@ -709,6 +710,7 @@ class Rounds:
         return following if following is not None and following <= self._rounds_cap else None
 
     def _look(self, final, reason=ROUNDS_BUDGET):
+        self.retelling = False
         result = look(self.ratios, self.rule, final=final, budget_reason=reason, stages=self.stages,
                       no_change_pairs=self.rule.settling_pairs, work=self.work)
         self.looks.append(result)
@@ -742,7 +744,8 @@ class Rounds:
         more = rule.disagreement_pairs
         self.pair_starts += [rounds + rule.first_rounds * i // more for i in range(1, more)]
         self.stages.append(0)
-        self.retold, self.action, self._next = True, NEW_PAIR, following
+        self.retold = self.retelling = True
+        self.action, self._next = NEW_PAIR, following
         return True
 
     def _settle(self):

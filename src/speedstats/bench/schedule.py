@@ -183,8 +183,10 @@ class Scheduler:
                 if any(runs[role].error for role in PAIR):
                     break
                 # The time budget is checked before a fresh pair is started too: no pair for no rounds.
-                if first_look_at is not None and time.monotonic() - first_look_at > self._extra_budget_s(
-                        rule, sequence, runs, first_look_s, first_ratio):
+                # Pairs started after pairs that disagreed measure all their rounds.
+                if first_look_at is not None and not sequence.retelling and \
+                        time.monotonic() - first_look_at > self._extra_budget_s(
+                            rule, sequence, runs, first_look_s, first_ratio):
                     sequence.stop_now()
                     break
                 if sequence.action in (paired_analysis.NEW_PAIR, paired_analysis.CONFIRM):
@@ -229,8 +231,13 @@ class Scheduler:
                 sequence.stop_now()
             self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
             if self._wants_profile(runs, sequence):
-                cap_s = None if first_look_s is None else rule.case_cap_s(first_look_s, sequence.retold)
-                self._profiled_rounds(runs, time.monotonic() - began, cap_s)
+                case_s = time.monotonic() - began
+                cap_s = None if first_look_s is None else rule.case_cap_s(first_look_s)
+                if cap_s is not None and sequence.retold:
+                    # The pairs after a disagreement may have measured past the cap: a slower head
+                    # is still said where, in the fewest profiled rounds that compare anything.
+                    cap_s = max(cap_s, case_s + self._least_profile_s(runs))
+                self._profiled_rounds(runs, case_s, cap_s)
             for role in roles:
                 run = runs[role]
                 if run.memory or run.error:
@@ -257,8 +264,8 @@ class Scheduler:
         reserve, reserve_s = 0.0, 0.0
         if keep:
             reserve, reserve_s = self.suite.attribute_budget, self._least_profile_s(runs)
-        return rule.extra_budget_s(first_look_s, first_ratio, retold=sequence.retold, reserve=reserve,
-                                   reserve_s=reserve_s, settling=sequence.settling)
+        return rule.extra_budget_s(first_look_s, first_ratio, reserve=reserve, reserve_s=reserve_s,
+                                   settling=sequence.settling)
 
     @staticmethod
     def _extra_work(runs):
