@@ -258,6 +258,7 @@ def check_input_shape(shape, batch_size, where):
 
 
 def _ratio(data, key, where):
+    """A ratio field: a number above 0 and at most MAX_RATIO, or absent."""
     value = data.get(key)
     if value is None:
         return
@@ -283,11 +284,7 @@ def _check_paired(paired, where):
     pairs = _field(paired, "pairs", (list,), where, required=False) or []
     if len(pairs) > MAX_PROCESS_PAIRS + 1:  # a confirmation's pair after the rule's
         raise UserError(f"{where}: field 'pairs' has {len(pairs)} entries, at most {MAX_PROCESS_PAIRS + 1}")
-    start_order = paired.get("start_order")
-    if start_order is not None and (isinstance(start_order, bool) or not isinstance(start_order, _NUM)
-                                    or not 0 < start_order <= MAX_RATIO):
-        raise UserError(f"{where}: field 'start_order' must be a number above 0 and at most {MAX_RATIO:g}, "
-                        f"got {_short(start_order)}")
+    _ratio(paired, "start_order", where)
     extra = _field(paired, "hidden_work", (dict,), where, required=False)
     for key in ("share", "low", "high") if extra is not None else ():
         value = extra.get(key)
@@ -302,16 +299,11 @@ def _check_paired(paired, where):
 
 def _check_ratios(record, where, ratio_required, verdict=None):
     """A record's ratio and interval: numbers above 0 and at most MAX_RATIO, or absent."""
+    if record.get("ratio") is None and ratio_required:
+        needed = f" (required with the verdict {verdict!r})" if verdict else ""
+        raise UserError(f"{where}: missing field 'ratio'{needed}")
     for key in ("ratio", "low", "high"):
-        value = record.get(key)
-        if value is None:
-            if key == "ratio" and ratio_required:
-                needed = f" (required with the verdict {verdict!r})" if verdict else ""
-                raise UserError(f"{where}: missing field 'ratio'{needed}")
-            continue
-        if isinstance(value, bool) or not isinstance(value, _NUM) or not 0 < value <= MAX_RATIO:
-            raise UserError(f"{where}: field '{key}' must be a number above 0 and at most {MAX_RATIO:g}, "
-                            f"got {_short(value)}")
+        _ratio(record, key, where)
 
 
 # The rule's fields the comment prints, each with its type and the range that prints sensibly; the rest
