@@ -219,8 +219,8 @@ def test_results_json_keeps_every_place_and_reads_it_back(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"places": [{"place": SLOWED}]}, "places[0]: field 'base_ms' must be a finite number, got None"),
-    ({"places": "all"}, "'places' must be a list"),
+    ({"places": [{"place": SLOWED}]}, "attribution.places[0]: missing field 'base_ms'"),
+    ({"places": "all"}, "field 'places' must be a list, got 'all'"),
     ({"surprise": 1}, "unknown field 'surprise'"),
 ])
 def test_a_malformed_attribution_is_one_line_naming_it(tmp_path, change, message):
@@ -230,7 +230,7 @@ def test_a_malformed_attribution_is_one_line_naming_it(tmp_path, change, message
     path.write_text(json.dumps(data))
     with pytest.raises(UserError) as raised:
         results_model.load(path)
-    assert "field 'attribution'" in str(raised.value) and message in str(raised.value)
+    assert "(resnet50-bs2).attribution" in str(raised.value) and message in str(raised.value)
     assert "\n" not in str(raised.value)
 
 

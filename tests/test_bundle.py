@@ -90,7 +90,7 @@ def manifest(**changes):
     ({"bundle.json": manifest(pr_number="7; rm"), "results.json": RESULTS}, "pr_number: must be a positive"),
     ({"bundle.json": manifest(), "results.json": RESULTS}, "names comment.md, which is missing"),
     ({"bundle.json": manifest(), "comment.md": BODY}, "artifact: no results.json"),
-    ({"bundle.json": manifest(), "results.json": "{}", "comment.md": BODY}, "missing field 'cases'"),
+    ({"bundle.json": manifest(), "results.json": "{}", "comment.md": BODY}, "missing field 'suite'"),
     ({"bundle.json": manifest(), "results.json": RESULTS, "comment.md": b"\xff\xfe"},
      "comment.md is not UTF-8"),
     ({"bundle.json": manifest(), "results.json": RESULTS, "comment.md": " \n"}, "comment.md is empty"),

@@ -213,7 +213,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main(["compare", missing, head]) == 2
     assert capsys.readouterr().err == f"speedstats: error: {missing}: results file not found\n"
     broken = tmp_path / "broken.json"
-    broken.write_text('{"suite": "default"}', encoding="utf-8")
+    broken.write_text('{"suite": "default", "device": "cpu", "gpu_name": "x"}', encoding="utf-8")
     assert cli.main(["compare", str(broken), head]) == 2
     assert capsys.readouterr().err == f"speedstats: error: {broken}: missing field 'cases'\n"
     with pytest.raises(SystemExit) as exited:

@@ -101,7 +101,7 @@ def test_disturbance_survives_results_json():
     again = results_model.results_from_dict(raw)
     assert again.cases[0].disturbance == results().cases[0].disturbance
     raw["cases"][0]["disturbance"] = {"text": 3}
-    with pytest.raises(UserError, match=r"field 'disturbance' must hold a 'text' and its 'contenders'"):
+    with pytest.raises(UserError, match=r"\.disturbance: field 'text' must be a string, got 3"):
         results_model.results_from_dict(raw)
 
 

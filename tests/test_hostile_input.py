@@ -167,26 +167,25 @@ def paired_results(rule):
 
 
 @pytest.mark.parametrize("data, message", [
-    (with_machine({"driver": "535"}), "results: machine: field 'driver' must be dict, got '535'"),
-    (with_machine({"preflight": "quiet"}), "results: machine: field 'preflight' must be dict, got 'quiet'"),
+    (with_machine({"driver": "535"}), "results: machine: field 'driver' must be a mapping, got '535'"),
+    (with_machine({"preflight": "quiet"}), "results: machine: field 'preflight' must be a mapping, got 'quiet'"),
     (with_machine({"preflight": {"quiet": False, "waited_s": "x", "reasons": []}}),
-     "results: machine.preflight: field 'waited_s' must be float, got 'x'"),
+     "results: machine.preflight: field 'waited_s' must be a number, got 'x'"),
     (with_machine({"preflight": {"quiet": False, "waited_s": 1e300, "reasons": []}}),
-     "results: machine.preflight: field 'waited_s' must be between 0 and 1e+07 seconds, got 1e+300"),
+     "results: machine.preflight: field 'waited_s' must be between 0 and 1e+07, got 1e+300"),
     (with_machine({"preflight": {"quiet": False, "waited_s": 3, "reasons": 5}}),
-     "results: machine.preflight: field 'reasons' must be list, got 5"),
+     "results: machine.preflight: field 'reasons' must be a list, got 5"),
     (with_machine({"preflight": {"quiet": False, "waited_s": 3, "reasons": [{"a": 1}]}}),
-     "results: machine.preflight: field 'reasons[0]' must be text, got {'a': 1}"),
+     "results: machine.preflight: field 'reasons[0]' must be a string, got {'a': 1}"),
     (with_machine({"driver": {"version": "535", "notes": 5}}),
-     "results: machine.driver: field 'notes' must be list, got 5"),
+     "results: machine.driver: field 'notes' must be a list, got 5"),
     (paired_results("r"), "results: cases[0] (resnet50-bs2).paired: field 'rule' must be a mapping, got 'r'"),
     (paired_results({"min_effect": 0.04, "max_rounds": 40, "trim": 0.1}),
      "results: cases[0] (resnet50-bs2).paired.rule: missing field 'confidence'"),
     (paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 40}),
      "results: cases[0] (resnet50-bs2).paired.rule: missing field 'trim'"),
     (paired_results({"min_effect": 0.04, "confidence": 0.95, "max_rounds": 4.5, "trim": 0.1}),
-     ("results: cases[0] (resnet50-bs2).paired.rule: field 'max_rounds' must be an integer between 1 and "
-     "2147483647, got 4.5")),
+     "results: cases[0] (resnet50-bs2).paired.rule: field 'max_rounds' must be an integer, got 4.5"),
 ])
 def test_a_results_file_with_a_wrong_machine_or_rule_record_is_bad_input(tmp_path, data, message):
     path = tmp_path / "results.json"

@@ -187,7 +187,7 @@ def test_a_malformed_op_is_one_line_naming_it(tmp_path):
     with pytest.raises(UserError) as error:
         results_model.load(path)
     assert str(error.value).endswith(
-        "field 'attribution': ops[1]: field 'low_ms' must be a finite number, got 'n/a'")
+        ".attribution.ops[1]: field 'low_ms' must be a number, got 'n/a'")
 
 
 def cuda_attribution(slowed_op_s, slowed_place_s=0.0):

@@ -9,6 +9,7 @@ from speedstats.analysis import paired, stats
 from speedstats.analysis.paired import CONFIRM, DONE, MORE, NEW_PAIR, PairedVerdict, Rounds, SequentialRule
 from speedstats.bench.runner import case_flags
 from speedstats.bench.schedule import RoundPlan, round_order
+from speedstats.errors import UserError
 from speedstats.suite import load_suite
 from speedstats.verdict import paired_text
 
@@ -407,7 +408,7 @@ def test_the_verdict_round_trips_through_a_dict_and_old_records_still_read():
     old = {"ratios": [1.0, 1.1, 1.2], "ratio": 1.1, "low": 1.0, "high": 1.2, "rounds": 3, "min_effect": 0.04,
            "confidence": 0.95, "verdict": "no change", "reason": None}
     assert PairedVerdict.from_dict(old).verdict == stats.NO_CHANGE
-    with pytest.raises(ValueError, match="verdict must be one of"):
+    with pytest.raises(UserError, match="field 'verdict' must be one of"):
         PairedVerdict.from_dict(dict(old, verdict="fine"))
 
 

@@ -381,7 +381,7 @@ def test_suite_builds_fields():
 def test_unknown_build_roles_in_results_are_refused(run):
     data = json.loads(run.to_json())
     data["builds"]["tensorflow"] = {}
-    with pytest.raises(UserError, match="builds.tensorflow"):
+    with pytest.raises(UserError, match="field 'builds' has an unknown key 'tensorflow'"):
         results_model.results_from_dict(data)
 
 

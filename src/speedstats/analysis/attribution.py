@@ -17,12 +17,15 @@ and the ops together, so the bound holds for both lists at once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from speedstats.analysis import stats
+from speedstats.settings import setting
 
 MIN_ROUNDS = 3
+OP_DEVICES = ("cuda", "cpu")  # where an op profiler measures the ops' own time
 
 
 @dataclass
@@ -65,43 +68,60 @@ class ProfiledRound:
         return self.total_s * 1000 / self.steps
 
 
+MAX_MS = 1e10  # milliseconds per step: a place or a step slower than about four months is not measured
+
+
+def _ms(default=dataclasses.MISSING, minimum=-MAX_MS):
+    return setting(default, minimum=minimum, maximum=MAX_MS)
+
+
 @dataclass
 class PlaceChange:
     """One place, head against base: self milliseconds per step, their change and its interval."""
 
-    place: str
-    base_ms: float
-    head_ms: float
-    change_ms: float
-    low_ms: float
-    high_ms: float
-    significant: bool
-    base_total_ms: float
-    head_total_ms: float
+    OPEN_RECORD = True
+    place: str = setting()
+    base_ms: float = _ms()
+    head_ms: float = _ms()
+    change_ms: float = _ms()
+    low_ms: float = _ms()
+    high_ms: float = _ms()
+    significant: bool = setting()
+    base_total_ms: float = _ms()
+    head_total_ms: float = _ms()
 
 
 @dataclass
 class Attribution:
     """results.json's `attribution` of a case."""
 
-    rounds: int = 0  # profiled rounds of each build
-    places_compared: int = 0
-    confidence: float = stats.DEFAULT_CONFIDENCE  # of all the places' intervals together
-    base_step_ms: float | None = None
-    head_step_ms: float | None = None
-    step_change_ms: float | None = None
-    explained: float | None = None  # the significant places' share of the step's change
-    places: list[PlaceChange] = field(default_factory=list)  # every place compared, by change
-    profiler: str = ""
-    reason: str | None = None  # why there is no comparison
-    profiled_s: float | None = None  # the profiled rounds' wall time
-    case_s: float | None = None  # the case's wall time before them
+    rounds: int = setting(0, minimum=0)  # profiled rounds of each build
+    places_compared: int = setting(0, minimum=0)
+    # of all the places' intervals together
+    confidence: float = setting(stats.DEFAULT_CONFIDENCE, above=0, maximum=1, required=True)
+    base_step_ms: float | None = _ms(None)
+    head_step_ms: float | None = _ms(None)
+    step_change_ms: float | None = _ms(None)
+    explained: float | None = setting(None, minimum=-MAX_MS, maximum=MAX_MS)  # the significant places' share
+    # every place compared, by change
+    places: list[PlaceChange] = setting(factory=list, record=PlaceChange)
+    profiler: str = setting("")
+    reason: str | None = setting(None)  # why there is no comparison
+    profiled_s: float | None = setting(None, minimum=0, maximum=1e7)  # the profiled rounds' wall time
+    case_s: float | None = setting(None, minimum=0, maximum=1e7)  # the case's wall time before them
     # On CUDA: each op's own device time per step, head against base (`place` is the op), by change.
-    ops: list[PlaceChange] = field(default_factory=list)
-    ops_compared: int = 0
-    ops_device: str | None = None
-    ops_profiler: str = ""
-    ops_reason: str | None = None  # why there is no comparison of ops, where one was wanted
+    ops: list[PlaceChange] = setting(factory=list, record=PlaceChange)
+    ops_compared: int = setting(0, minimum=0)
+    ops_device: str | None = setting(None, choices=OP_DEVICES)
+    ops_profiler: str = setting("")
+    ops_reason: str | None = setting(None)  # why there is no comparison of ops, where one was wanted
+
+    def check(self, where):
+        """A comparison (places or ops) comes with the step it is a share of."""
+        if self.places or self.ops:
+            for key in ("base_step_ms", "head_step_ms", "step_change_ms"):
+                if getattr(self, key) is None:
+                    raise ValueError(f"missing field '{key}' (required with places or ops)")
 
     @property
     def significant(self):
@@ -117,11 +137,12 @@ class Attribution:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data):
-        values = dict(data)
-        values["places"] = [PlaceChange(**place) for place in values.get("places") or []]
-        values["ops"] = [PlaceChange(**op) for op in values.get("ops") or []]
-        return cls(**values)
+    def from_dict(cls, data, where="attribution"):
+        """From results.json, read as its declaration says (speedstats.settings): a UserError names the
+        field that is wrong."""
+        from speedstats.settings import read_record
+
+        return read_record(cls, data, where)
 
 
 def _paired(head, base, trim):

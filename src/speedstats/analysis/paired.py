@@ -36,10 +36,11 @@ machine moved during the job (the paired ratios still hold).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from speedstats.analysis import stats
+from speedstats.settings import setting
 
 ESTIMATOR = "trimmed mean of log(head/base) per round, Yuen t interval"
 STEADY = "steady"
@@ -66,6 +67,44 @@ MAX_FUTILITY_Z = 10
 MAX_EXTRA_FACTOR = 100
 MAX_EXTRA_S = 86400
 MAX_PROCESS_PAIRS = 10
+MAX_RATIO = 1e6  # head/base ratios and their interval (a million times slower is not a benchmark)
+
+
+@dataclass
+class PairRecord:
+    """One pair of processes' own estimate of the change: {rounds, ratio, low, high}."""
+
+    OPEN_RECORD = AS_MAPPING = True
+    ratio: float = setting(above=0, maximum=MAX_RATIO)
+    rounds: int | None = setting(None, minimum=0)
+    low: float | None = setting(None, above=0, maximum=MAX_RATIO)
+    high: float | None = setting(None, above=0, maximum=MAX_RATIO)
+
+
+@dataclass
+class HiddenWorkRecord:
+    """The head's extra main-thread work that held a "no change" back, as shares of a step."""
+
+    AS_MAPPING = True
+    share: float = setting(minimum=-MAX_RATIO, maximum=MAX_RATIO)
+    low: float = setting(minimum=-MAX_RATIO, maximum=MAX_RATIO)
+    high: float = setting(minimum=-MAX_RATIO, maximum=MAX_RATIO)
+
+
+@dataclass
+class RuleRecord:
+    """The rule recorded with a verdict (SequentialRule.to_dict()): the fields the comment prints are
+    checked, the rest is kept as written. Fields absent from older runs are filled in by
+    speedstats.results.upgrade."""
+
+    OPEN_RECORD = AS_MAPPING = True
+    min_effect: float = setting(minimum=0, maximum=1)
+    confidence: float = setting(minimum=0, maximum=1)
+    trim: float = setting(minimum=0, maximum=0.5)
+    max_rounds: int = setting(minimum=1)
+    pairs: int = setting(1, minimum=1, maximum=MAX_PROCESS_PAIRS)
+    disagreement_pairs: int = setting(0, minimum=0, maximum=MAX_PROCESS_PAIRS)
+    settling_pairs: int | None = setting(None, minimum=1, maximum=MAX_PROCESS_PAIRS)
 
 
 @dataclass(frozen=True)
@@ -434,36 +473,50 @@ def _futile(estimate, rule):
 class PairedVerdict:
     """The verdict on head against base (results.json's `paired` of a case)."""
 
-    verdict: str  # stats.REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE or NOT_COMPARABLE
-    ratio: float | None = None  # exp of the trimmed mean of the log ratios: above 1 is slower
-    low: float | None = None  # its interval at `confidence` (the per-look confidence of the rule)
-    high: float | None = None
-    ratios: list[float] = field(default_factory=list)  # head/base of each round, in order
-    rounds: int = 0
-    stages: list[int] = field(default_factory=list)  # rounds per pair of processes, in order
-    looks: list[dict] = field(default_factory=list)  # Look.to_dict() of every look, in order
-    pairs: list[dict] = field(default_factory=list)  # each pair's {rounds, ratio, low, high} (2 or more)
-    disagree: bool = False  # the pairs measured different changes: inconclusive, stopped DISAGREE
+    OPEN_RECORD = True  # results of older runs hold fields no longer read
+    DERIVED_FIELDS = ("resolvable",)
+
+    verdict: str = setting(choices=stats.VERDICTS)  # REGRESSION, IMPROVEMENT, NO_CHANGE, ...
+    # exp of the trimmed mean of the log ratios: above 1 is slower
+    ratio: float | None = setting(None, above=0, maximum=MAX_RATIO)
+    # its interval at `confidence` (the per-look confidence of the rule)
+    low: float | None = setting(None, above=0, maximum=MAX_RATIO)
+    high: float | None = setting(None, above=0, maximum=MAX_RATIO)
+    # head/base of each round, in order
+    ratios: list[float] = setting(factory=list, above=0, maximum=MAX_RATIO)
+    rounds: int = setting(0, minimum=0)
+    # rounds per pair of processes, in order (a confirmation's pair after the rule's)
+    stages: list[int] = setting(factory=list, minimum=0, max_items=MAX_PROCESS_PAIRS + 1)
+    looks: list[dict] = setting(factory=list)  # Look.to_dict() of every look, in order
+    # each pair's {rounds, ratio, low, high} (2 or more)
+    pairs: list[dict] = setting(factory=list, record=PairRecord, max_items=MAX_PROCESS_PAIRS + 1)
+    disagree: bool = setting(False)  # the pairs measured different changes: inconclusive, stopped DISAGREE
     # Inside the band, but on fewer pairs of processes than a "no change" needs (rule's settling_pairs):
     # inconclusive, the budget spent before the next pair was measured.
-    short_of_pairs: bool = False
+    short_of_pairs: bool = setting(False)
     # Each round's share of a step that the head's main thread worked more than the base's (its CPU
     # time; empty in results of old runs), and, when a look inside the band was held back by it, its
     # estimate {share, low, high} (see hidden_work): inconclusive, stopped HIDDEN_WORK.
-    work: list = field(default_factory=list)
-    hidden_work: dict | None = None
+    work: list[float | None] = setting(factory=list, minimum=-MAX_RATIO, maximum=MAX_RATIO)
+    hidden_work: dict | None = setting(None, record=HiddenWorkRecord)
     # With more than two pairs: how much slower the build started first measured (a ratio); the
     # estimate weighs both start orders alike. None with one or two pairs.
-    start_order: float | None = None
+    start_order: float | None = setting(None, above=0, maximum=MAX_RATIO)
     # A regression measured again in a fresh pair of processes (confirm_rounds) and shown again; None in
     # results of old runs, where a second stage meant just that.
-    confirmed: bool | None = None
-    stopped: str | None = None  # why the rounds stopped: one of STOP_REASONS
-    leaning: str | None = None  # inconclusive: "likely slower", "likely faster" or None
-    min_effect: float = stats.DEFAULT_MIN_EFFECT
-    confidence: float | None = None
-    rule: dict = field(default_factory=dict)  # SequentialRule.to_dict()
-    reason: str | None = None  # not comparable: why; fewer than 3 rounds: that
+    confirmed: bool | None = setting(None)
+    stopped: str | None = setting(None)  # why the rounds stopped: one of STOP_REASONS
+    # inconclusive: "likely slower", "likely faster" or None
+    leaning: str | None = setting(None, choices=("likely slower", "likely faster"))
+    min_effect: float = setting(stats.DEFAULT_MIN_EFFECT, minimum=0, maximum=1)
+    confidence: float | None = setting(None, above=0, maximum=1)
+    rule: dict = setting(factory=dict, record=RuleRecord)  # SequentialRule.to_dict()
+    reason: str | None = setting(None)  # not comparable: why; fewer than 3 rounds: that
+
+    def check(self, where):
+        """A verdict other than "not comparable" has its ratio."""
+        if self.ratio is None and self.verdict != stats.NOT_COMPARABLE:
+            raise ValueError(f"missing field 'ratio' (required with the verdict {self.verdict!r})")
 
     @property
     def change(self):
@@ -486,15 +539,13 @@ class PairedVerdict:
         return dict(asdict(self), resolvable=self.resolvable)  # resolvable: written for the reader, not read
 
     @classmethod
-    def from_dict(cls, data):
-        """From results.json; results of older runs (median of the ratios, bootstrap interval, three
-        outcomes) read as they were recorded, without looks or a rule."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        if values.get("verdict") not in stats.VERDICTS:
-            known_verdicts = ", ".join(stats.VERDICTS)
-            raise ValueError(f"verdict must be one of {known_verdicts}, got {values.get('verdict')!r}")
-        return cls(**values)
+    def from_dict(cls, data, where="paired"):
+        """From results.json, read as its declaration says (speedstats.settings); results of older runs
+        (median of the ratios, bootstrap interval, three outcomes) read as they were recorded, without
+        looks or a rule. A UserError names the field that is wrong."""
+        from speedstats.settings import read_record
+
+        return read_record(cls, data, where)
 
 
 def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialRule = DEFAULT_RULE,
