@@ -330,7 +330,7 @@ def test_cancelled_must_be_a_boolean():
     data = results_of().to_dict()
     assert "cancelled" in data and results_model.results_from_dict(data).cancelled is False
     data["cancelled"] = "yes"
-    with pytest.raises(UserError, match=r"^results: field 'cancelled' must be bool, got 'yes'$"):
+    with pytest.raises(UserError, match=r"^results: field 'cancelled' must be true or false, got 'yes'$"):
         results_model.results_from_dict(data)
 
 
@@ -371,3 +371,33 @@ def test_two_failed_cases_of_the_same_batch_size_read_differently(default_suite)
     parsed = parse_speed_stats(body_of(results_of(usual, other), None))
     assert [(c.id, c.error) for c in parsed.cases] == [("resnet50-bs16", "crashed"),
                                                        ("resnet50-bs16-channels-last", "crashed")]
+
+
+HOSTILE = "x ``` </details> @octocat ![p](https://evil.example/p.png) [l](https://evil.example) &#64;octocat"
+
+
+def test_a_user_template_cannot_print_a_string_of_the_data_unescaped(tmp_path):
+    # The environment escapes every string it is given or reaches through an object (the raw results,
+    # a case view), whatever the template does with it: a user's template has no way to print it live.
+    (tmp_path / "speed_stats.md.j2").write_text(
+        "{{ results.gpu_name }}|{{ results.cases[0].id|upper }}|{{ 'id: ' ~ results.cases[0].id }}|"
+        "{{ cases[0].kind }}|{{ results.failed_cases|length }}")
+    (tmp_path / "speed_stats_notes.md.j2").write_text("")
+    (tmp_path / "machine_notes.md.j2").write_text("")
+    results = results_of(resnet_case(HOSTILE, 40.0, 50.0), gpu_name=HOSTILE)
+    body = render_speed_stats(results, None, judge(results, None), templates_dir=tmp_path)
+    gpu, upper, joined, kind, failed = body.split("|")
+    assert gpu == ("x \u02cb\u02cb\u02cb \u2039/details> @\u2060octocat "
+                   "!\\[p\\](https:/\u2060/evil.example/p.png) "
+                   "\\[l\\](https:/\u2060/evil.example) \\&#64;octocat")
+    assert upper == gpu.upper() and joined == f"id: {gpu}" and (kind, failed) == ("resnet50", "0")
+
+
+def test_the_projects_own_words_and_safe_text_print_as_they_are():
+    from speedstats.render import render_template
+    from speedstats.text import fence_safe, trusted
+
+    assert render_template("automerge_removed.md.j2", {"job": "[x](y)", "label": trusted("auto|merge")}) == (
+        "CI failed when running job: \\[x\\](y). PR label auto|merge has been removed")
+    assert render_template("automerge_removed.md.j2", {"job": fence_safe("[x](y)", 20), "label": "a"}) == (
+        "CI failed when running job: [x](y). PR label a has been removed")

@@ -3,8 +3,14 @@
 Templates come from the project's `templates/` folder; a user folder given as `templates_dir` is
 searched first, so it may replace any one template (e.g. only `speed_stats_macros.md.j2`) and keep
 the others. Templates run with StrictUndefined (a misspelt variable fails), keep_trailing_newline
-and no autoescaping (the output is markdown, not HTML). An error raised from a template becomes a
+and no HTML autoescaping (the output is markdown, not HTML). An error raised from a template becomes a
 UserError naming the template file and line. No framework is imported here.
+
+Every string a template is given, or reaches through the objects it is given, is escaped for markdown
+(text.markdown_safe: no link, image, mention, HTML tag or code span can form, on one line) unless it is
+a text.SafeText: the project's own words (text.trusted), or text already made safe for its place, such
+as the code fence's (text.fence_safe). So no template, the project's or a user's, can print a string
+from the data unescaped; a string that was not marked shows escaped, never live.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_fa
 from speedstats.errors import UserError
 from speedstats.machine import DisturbanceSpec, unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
-from speedstats.text import change_percent, fence_safe, markdown_safe, time_text
+from speedstats.text import SafeText, change_percent, fence_safe, markdown_safe, time_text, trusted
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
 NOTES_TEMPLATE = "speed_stats_notes.md.j2"
@@ -34,6 +40,70 @@ GPU_NAME_LIMIT = 200
 CASE_ID_LIMIT = 100
 MACHINE_NOTE_TEXT_LIMIT = 300
 MACHINE_WARNING = "\u26a0\ufe0f "  # warning sign, emoji presentation, space
+DATA_TEXT_LIMIT = 2000  # a string from the data longer than this is cut where it is printed
+
+
+def guarded(value):
+    """A context value as templates see it: strings escaped for markdown unless SafeText, containers
+    and objects guarded all the way down (an object's attributes, and what its methods return)."""
+    if value is None or isinstance(value, (SafeText, bool, int, float, GuardedObject)):
+        return value
+    if isinstance(value, str):
+        return markdown_safe(value, DATA_TEXT_LIMIT)
+    if isinstance(value, dict):
+        return {key: guarded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [guarded(item) for item in value]
+    return _guard_class(type(value))(value)
+
+
+_GUARD_CLASSES = {}
+
+
+def _guard_class(cls):
+    """A GuardedObject class named as the object's own, so that a template's error names that class."""
+    if cls not in _GUARD_CLASSES:
+        namespace = {"__slots__": (), "__module__": cls.__module__}
+        _GUARD_CLASSES[cls] = type(cls.__name__, (GuardedObject,), namespace)
+    return _GUARD_CLASSES[cls]
+
+
+class GuardedObject:
+    """An object of the context (a results record, a suite, a view) whose attributes are guarded."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target):
+        object.__setattr__(self, "_target", target)
+
+    def __getattr__(self, name):
+        value = getattr(object.__getattribute__(self, "_target"), name)
+        if callable(value) and not isinstance(value, type):
+            return lambda *args, **kwargs: guarded(value(*args, **kwargs))
+        return guarded(value)
+
+    def __getitem__(self, key):
+        return guarded(object.__getattribute__(self, "_target")[key])
+
+    def __iter__(self):
+        return (guarded(item) for item in object.__getattribute__(self, "_target"))
+
+    def __len__(self):
+        return len(object.__getattribute__(self, "_target"))
+
+    def __bool__(self):
+        return bool(object.__getattribute__(self, "_target"))
+
+    def __eq__(self, other):
+        if isinstance(other, GuardedObject):
+            other = object.__getattribute__(other, "_target")
+        return object.__getattribute__(self, "_target") == other
+
+    def __hash__(self):
+        return hash(object.__getattribute__(self, "_target"))
+
+    def __str__(self):
+        return markdown_safe(object.__getattribute__(self, "_target"), DATA_TEXT_LIMIT)
 
 
 @dataclass
@@ -97,6 +167,7 @@ def _template_frames(exc):
 def render_template(name, context, templates_dir=None):
     """Render one template to text; template errors become UserErrors naming file and line."""
     env = environment(templates_dir)
+    context = {key: guarded(value) for key, value in context.items()}
     try:
         return env.get_template(name).render(**context)
     except UserError:
@@ -158,7 +229,7 @@ def case_view(case, case_verdict):
         oneflow=_framework_view(case.frameworks.get(HEAD)),
         pytorch=_framework_view(case.frameworks.get(PYTORCH)),
         relative_speed=case.relative_speed,
-        marks=dict(case_verdict.marks),
+        marks={role: trusted(mark) for role, mark in case_verdict.marks.items()},
         score=case_verdict.score,
         failure=fence_safe(case_verdict.failure, verdicts.ERROR_TEXT_LIMIT) if case_verdict.failure else None,
         named=case.id != _standard_id(case),
@@ -182,8 +253,8 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
         "score": verdict.score,
         "results": results,
         "suite": suite,
-        "pass_mark": verdicts.PASS_MARK,
-        "fail_mark": verdicts.FAIL_MARK,
+        "pass_mark": trusted(verdicts.PASS_MARK),
+        "fail_mark": trusted(verdicts.FAIL_MARK),
         "show_memory": show_memory,
     }
     body = render_template(SPEED_STATS_TEMPLATE, context, templates_dir)
@@ -274,7 +345,7 @@ def build_text(provenance):
 
 def disturbed_line(case_id, disturbance):
     """The note after the Speed stats block for a case measured on a disturbed machine."""
-    return f"{MACHINE_WARNING}{case_id}: {disturbance['text']}; its figures are not comparable"
+    return trusted(f"{MACHINE_WARNING}{case_id}: {disturbance['text']}; its figures are not comparable")
 
 
 def machine_notes_context(results, suite=None):
@@ -297,7 +368,7 @@ def machine_notes_context(results, suite=None):
     not_quiet = None
     if preflight and not preflight.get("quiet", True):
         reasons = "; ".join(str(r) for r in preflight.get("reasons") or [])
-        not_quiet = (
+        not_quiet = trusted(
             f"{MACHINE_WARNING}The GPU was not quiet before the first case after waiting "
             f"{preflight.get('waited_s', 0):.0f}s ({markdown_safe(reasons, MACHINE_NOTE_TEXT_LIMIT)}); "
             "measured anyway, each round checked"
@@ -306,7 +377,7 @@ def machine_notes_context(results, suite=None):
         markdown_safe(n, MACHINE_NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []
     ]
     if unstable:  # one line for all: on a noisy machine every case may have one
-        unstable = [(f"{MACHINE_WARNING}Unstable figures, their rounds scatter with a coefficient of "
+        unstable = [trusted(f"{MACHINE_WARNING}Unstable figures, their rounds scatter with a coefficient of "
                      f"variation above {max_cv * 100:g}%: {'; '.join(unstable)}")]
     return {
         "disturbed": disturbed,
@@ -389,8 +460,8 @@ def memory_lines(results, verdict, show_memory=False):
                 mark = verdicts.FAIL_MARK if m.judged else verdicts.WARN_MARK
             else:
                 said, mark = f"within {m.threshold_bytes / verdicts.MIB:.0f} MiB", ""
-            lines.append(f"{mark}{_cell(m.case_id)} memory: OneFlow {_mib(m.head_bytes)}, base "
-                         f"{_mib(m.base_bytes)}, {change} {said}")
+            lines.append(trusted(f"{mark}{_cell(m.case_id)} memory: OneFlow {_mib(m.head_bytes)}, base "
+                         f"{_mib(m.base_bytes)}, {change} {said}"))
         return lines
     if not show_memory:
         return lines
@@ -399,8 +470,8 @@ def memory_lines(results, verdict, show_memory=False):
                    for role, fw in case.frameworks.items() if fw.ok and fw.sampled_peak_bytes]
         kinds = {fw.sampled_memory_kind for fw in case.frameworks.values() if fw.ok and fw.sampled_peak_bytes}
         if figures and len(kinds) == 1:
-            lines.append(f"{_cell(case.id)} peak {MEMORY_KIND_WORDS.get(kinds.pop(), 'memory')}: "
-                         f"{', '.join(figures)}")
+            lines.append(trusted(f"{_cell(case.id)} peak {MEMORY_KIND_WORDS.get(kinds.pop(), 'memory')}: "
+                                 f"{', '.join(figures)}"))
     return lines
 
 
@@ -427,8 +498,8 @@ def warmup_line(results, verdict):
                      f"({change_percent(head.setup_s / base.setup_s - 1):+.1f}%, {said})")
     if not parts:
         return None
-    return "Warm-up, from the worker's start to its first timed round (reported, not judged): " + \
-        "; ".join(parts)
+    return trusted("Warm-up, from the worker's start to its first timed round (reported, not judged): "
+                   + "; ".join(parts))
 
 
 def speed_stats_notes_context(results, verdict, show_memory=False):
@@ -476,7 +547,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
         "settling_pairs": rule.get("settling_pairs", rule.get("pairs", 1)),
         # Results of runs before the main thread's CPU time was measured: no such check to describe.
         "work_checked": any(case.paired is not None and case.paired.work for case in results.cases),
-        "fail_mark": verdicts.FAIL_MARK, "warn_mark": verdicts.WARN_MARK,
+        "fail_mark": trusted(verdicts.FAIL_MARK), "warn_mark": trusted(verdicts.WARN_MARK),
     }
 
 
@@ -507,7 +578,7 @@ def baseline_table_context(report):
         "regressions": len(report.regressions),
         "base": report.base,
         "head": report.head,
-        "fail_mark": verdicts.FAIL_MARK,
+        "fail_mark": trusted(verdicts.FAIL_MARK),
     }
 
 
@@ -528,7 +599,8 @@ def render_trend_index(plots):
 
 
 def render_docs_preview(base_url, owner, repo, number, templates_dir=None):
-    context = {"base_url": str(base_url).rstrip("/"), "owner": owner, "repo": repo, "number": number}
+    # The base URL is the workflow's own input, printed as a link: trusted; the names are escaped.
+    context = {"base_url": trusted(str(base_url).rstrip("/")), "owner": owner, "repo": repo, "number": number}
     return render_template(DOCS_PREVIEW_TEMPLATE, context, templates_dir)
 
 

@@ -16,6 +16,20 @@ _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 _BIDI = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
 
 
+class SafeText(str):
+    """Text that may be printed as it is, where it is printed: the project's own words, or text from
+    outside already made safe for its place (markdown_safe, fence_safe). The renderer escapes every other
+    string it is given (speedstats.render)."""
+
+    __slots__ = ()
+
+
+def trusted(text):
+    """The project's own words (or a value it checked, such as a URL of its own run), marked as text
+    the renderer prints as it is."""
+    return SafeText(text)
+
+
 def one_line(text, limit):
     """The text with its whitespace collapsed to single spaces, cut to `limit` characters."""
     text = " ".join(str(text).split())
@@ -60,11 +74,12 @@ def fence_safe(text, limit):
     text = _FENCE.sub(lambda m: "\u02cb" * len(m.group()) if m.group()[0] == "`"
                       else "\u02dc" * len(m.group()), text)
     text = _TAG_START.sub("\u2039", text)
-    return one_line(text, limit)
+    return SafeText(one_line(text, limit))
 
 
-# Enough to keep links, images, code and table cells from forming; emphasis is left alone.
-_MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]|])")
+# Enough to keep links, images, code, table cells and character references (&#64; is an @ to GitHub's
+# mention filter) from forming; emphasis is left alone.
+_MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]|&])")
 # Where GitHub would turn a bare URL into a link: http:// and https://, and www.
 _AUTOLINK = re.compile(r"(?i)(?<=https:/)(?=/)|(?<=http:/)(?=/)|(?<=\bwww)(?=\.)")
 
@@ -75,7 +90,7 @@ def markdown_safe(text, limit):
     no bare URL that GitHub would link (a word joiner after each @, between the slashes of ://, and
     after www)."""
     text = _MARKDOWN_ACTIVE.sub(r"\\\1", fence_safe(text, limit)).replace("@", "@\u2060")
-    return _AUTOLINK.sub("\u2060", text)
+    return SafeText(_AUTOLINK.sub("\u2060", text))
 
 
 def time_text(seconds, kind):
