@@ -373,7 +373,7 @@ def test_two_failed_cases_of_the_same_batch_size_read_differently(default_suite)
                                                        ("resnet50-bs16-channels-last", "crashed")]
 
 
-HOSTILE = "x ``` </details> @octocat ![p](https://evil.example/p.png) [l](https://evil.example) &#64;octocat"
+FORK_TEXT = "x ``` </details> @octocat ![p](https://evil.example/p.png) [l](https://evil.example) &#64;octocat"
 
 
 def test_a_user_template_cannot_print_a_string_of_the_data_unescaped(tmp_path):
@@ -384,7 +384,7 @@ def test_a_user_template_cannot_print_a_string_of_the_data_unescaped(tmp_path):
         "{{ cases[0].kind }}|{{ results.failed_cases|length }}")
     (tmp_path / "speed_stats_notes.md.j2").write_text("")
     (tmp_path / "machine_notes.md.j2").write_text("")
-    results = results_of(resnet_case(HOSTILE, 40.0, 50.0), gpu_name=HOSTILE)
+    results = results_of(resnet_case(FORK_TEXT, 40.0, 50.0), gpu_name=FORK_TEXT)
     body = render_speed_stats(results, None, judge(results, None), templates_dir=tmp_path)
     gpu, upper, joined, kind, failed = body.split("|")
     assert gpu == ("x \u02cb\u02cb\u02cb \u2039/details> @\u2060octocat "

@@ -541,10 +541,9 @@ def speed_stats_notes_context(results, verdict, show_memory=False):
         "baseline_missing": baseline_missing,
         "min_effect": rule["min_effect"] * 100, "confidence": rule["confidence"] * 100,
         "max_rounds": rule["max_rounds"], "trim": rule["trim"] * 100,
-        "process_pairs": rule.get("pairs", 1),  # results of runs before two pairs: one
-        "disagreement_pairs": rule.get("disagreement_pairs", 0),
-        # Results of runs before "no change" needed more pairs than the first look's: as many.
-        "settling_pairs": rule.get("settling_pairs", rule.get("pairs", 1)),
+        # results.upgrade gave the rules of older runs the fields they lacked
+        "process_pairs": rule["pairs"], "disagreement_pairs": rule["disagreement_pairs"],
+        "settling_pairs": rule["settling_pairs"],
         # Results of runs before the main thread's CPU time was measured: no such check to describe.
         "work_checked": any(case.paired is not None and case.paired.work for case in results.cases),
         "fail_mark": trusted(verdicts.FAIL_MARK), "warn_mark": trusted(verdicts.WARN_MARK),
