@@ -300,6 +300,33 @@ def test_remembered_digests_unused_for_a_week_are_deleted_with_the_evicted_build
     assert sorted((cache / "builds" / DIGESTS).iterdir()) == memos[1:]
 
 
+def test_what_is_not_a_regular_file_among_the_digests_and_the_store_is_left_alone(tmp_path):
+    # A job's own code runs on the runner and may leave anything in the cache: a folder where a digest's
+    # file would be, a link. Eviction skips them, whatever their age, and still deletes what it should.
+    from speedstats.bench.builds import DIGEST_KEEP_S, STORE, evict_builds
+
+    builds = tmp_path / "cache" / "builds"
+    digests, store = builds / DIGESTS, builds / STORE
+    for folder in (digests, store):
+        (folder / "planted").mkdir(parents=True)
+        (folder / "planted" / "inside").write_text("x\n")
+        (folder / "link").symlink_to(tmp_path / "elsewhere")
+        (folder / "dangling").symlink_to(tmp_path / "nothing")
+    (tmp_path / "elsewhere").write_text("not the cache's\n")
+    (digests / "old").write_text("0" * 64 + "\n")
+    (digests / "new").write_text("1" * 64 + "\n")
+    (store / "unlinked").write_text("no build links to it\n")
+    long_ago = time.time() - DIGEST_KEEP_S - 60
+    for path in (digests / "old", digests / "planted", digests / "link", store / "planted"):
+        os.utime(path, (long_ago, long_ago), follow_symlinks=False)
+
+    assert evict_builds(tmp_path / "cache", keep=0, progress=lambda _: None) == []
+    assert sorted(p.name for p in digests.iterdir()) == ["dangling", "link", "new", "planted"]
+    assert sorted(p.name for p in store.iterdir()) == ["dangling", "link", "planted"]
+    assert (tmp_path / "elsewhere").read_text() == "not the cache's\n"
+    assert (digests / "planted" / "inside").is_file()
+
+
 @pytest.mark.frameworks  # probes the installed PyTorch
 @pytest.mark.venv
 def test_installed_builds_are_probed_beside_the_others_and_the_first_failure_is_raised(tmp_path):

@@ -61,7 +61,7 @@ def test_a_user_file_is_shown_merged_onto_its_profile(tmp_path):
 @pytest.mark.parametrize("argv, line", [
     (["suite", "--profle", "smoke"], "unrecognized arguments: --profle smoke (did you mean --profile?)"),
     (["render", RESULTS, "--profile", "smok"],
-     "unknown profile 'smok' (built-in: default, smoke; did you mean smoke?)"),
+     "--profile: unknown profile 'smok' (built-in: default, smoke; did you mean smoke?)"),
     (["render", RESULTS, "--tempaltes", "x"],
      "unrecognized arguments: --tempaltes x (did you mean --templates?)"),
     (["run", "--devcie", "cpu"], "unrecognized arguments: --devcie cpu (did you mean --device?)"),
@@ -71,6 +71,32 @@ def test_a_misspelt_option_or_profile_is_one_line_with_the_close_match(tmp_path,
     proc = speedstats(*argv, cwd=tmp_path)
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"speedstats: error: {line}\n")
     assert list(tmp_path.iterdir()) == []
+
+
+LONG_NAME = "x" * 300  # longer than a file name may be
+
+
+@pytest.mark.parametrize("argv", [["suite"], ["render", RESULTS], ["suite", "--suite", "SUITE"]])
+@pytest.mark.parametrize("name", [LONG_NAME, "../suites/default", "default.yml"])
+def test_a_profile_that_is_not_built_in_is_bad_input_naming_the_flag(tmp_path, argv, name):
+    suite = tmp_path / "suite.yml"  # a file that extends no profile: --profile names its base
+    suite.write_text("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1}\n")
+    argv = [suite if arg == "SUITE" else arg for arg in argv]
+    proc = speedstats(*argv, "--profile", name, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("speedstats: error: --profile: unknown profile '")
+    assert "(built-in: default, smoke" in line and "too long" not in line
+    assert len(line) < 200
+
+
+def test_extends_naming_no_built_in_profile_names_the_file(tmp_path):
+    suite = tmp_path / "suite.yml"
+    suite.write_text(f"extends: {LONG_NAME}\n")
+    proc = speedstats("suite", "--suite", suite, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"speedstats: error: {suite}: unknown profile 'xxx")
 
 
 def test_a_case_id_not_in_the_profile_is_named_with_the_close_one(tmp_path):

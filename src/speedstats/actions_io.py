@@ -9,12 +9,19 @@ variables unset) the readers return None and the writers do nothing and return F
 commands of the log (annotations, groups) are formatted here too, for GITHUB_ACTIONS=true only.
 
 Every reader takes `environ` (default: os.environ), so a caller can point it at another job's variables.
+
+No line of the log forges a workflow command: the CLI writes stdout and stderr through LogStream, which
+passes each line through log_safe, the workflow commands that workflow_command made aside.
 """
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import os
 import re
+import sys
+import threading
 import uuid
 from dataclasses import dataclass, replace
 
@@ -243,10 +250,12 @@ def set_output(name, value, env=None):
 
 
 def append_summary(text, env=None):
-    """Append markdown to the job summary; True when $GITHUB_STEP_SUMMARY is set."""
+    """Append markdown to the job summary (through log_safe, as a line of the log); True when
+    $GITHUB_STEP_SUMMARY is set."""
     path = (os.environ if env is None else env).get("GITHUB_STEP_SUMMARY")
     if not path:
         return False
+    text = log_safe(text)
     _append(path, text if text.endswith("\n") else text + "\n")
     return True
 
@@ -268,10 +277,17 @@ def _escape_property(text):
 
 
 def workflow_command(name, message="", **properties):
-    """One workflow command line, `::name key=value,...::message`, escaped as the runner unescapes it."""
-    props = ",".join(f"{key}={_escape_property(value)}" for key, value in properties.items()
+    """One workflow command line, `::name key=value,...::message`, escaped as the runner unescapes it, with
+    no command in its message or properties (log_safe). LogStream writes it as it is."""
+    if not _COMMAND_NAME.fullmatch(str(name)):
+        raise ValueError(f"workflow command name {name!r} is not valid")
+    props = ",".join(f"{key}={log_safe(_escape_property(value))}" for key, value in properties.items()
                      if value is not None)
-    return f"::{name}{' ' + props if props else ''}::{_escape_data(message)}"
+    line = f"::{name}{' ' + props if props else ''}::{log_safe(_escape_data(message))}"
+    _issued[line] = None
+    while len(_issued) > _ISSUED_KEEP:
+        del _issued[next(iter(_issued))]
+    return line
 
 
 def annotation(level, title, message):
@@ -279,6 +295,117 @@ def annotation(level, title, message):
     if level not in ("error", "warning", "notice"):
         raise ValueError(f"annotation level {level!r} is not error, warning or notice")
     return workflow_command(level, message, title=title)
+
+
+# -- no line of the log forges a command ------------------------------------------------------------------
+
+# The runner reads a command in two forms: `::name ...::data` at the start of a line (after white space),
+# and the older `##[name ...]data` anywhere in a line. log_safe puts the fullwidth twin of the form's second
+# character in its place (`#＃[`, `:：`): a reader reads the same, and the runner sees no command. Not a
+# zero-width character: the runner compares culture-sensitively, which skips those.
+_LEGACY_COMMAND = "##["
+_LEGACY_SAFE = "#\uff03["
+# Where a line starts: where a string starts, and after any line break (the runner splits at \r as at \n).
+_LINE_START_COMMAND = re.compile(r"(?:^|(?<=[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]))(\s*)::")
+_COMMAND_NAME = re.compile("[a-z][a-z-]*")
+_issued: dict[str, None] = {}  # the lines workflow_command made lately, oldest first: LogStream lets them be
+_ISSUED_KEEP = 1024
+
+
+def log_safe(text):
+    """Text for the job's log with no workflow command in it: `##[` anywhere and `::` at a line's start
+    (after white space) lose their meaning; ordinary text is unchanged."""
+    text = str(text).replace(_LEGACY_COMMAND, _LEGACY_SAFE)
+    return _LINE_START_COMMAND.sub(lambda m: m.group(1) + ":\uff1a", text)
+
+
+class LogStream:
+    """stdout or stderr with each line written through log_safe, except a line that workflow_command made
+    (the commands speedstats means). Lines go on whole: a partial one waits for its end, or for drain(),
+    so that a command split over writes is seen whole. Writes to .buffer (bytes, UTF-8) go the same way."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._pending = ""
+        self._pending_buffer = None  # where the partial line came from: None (text), or the bytes buffer
+        self._lock = threading.RLock()
+        has_buffer = getattr(stream, "buffer", None) is not None
+        self.buffer = _LogBuffer(self, stream.buffer) if has_buffer else None
+
+    def __getattr__(self, name):  # encoding, fileno, isatty, ...: the stream's own
+        return getattr(self.stream, name)
+
+    def write(self, text):
+        self._feed(text, None)
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        with self._lock:
+            self.stream.flush()
+
+    def drain(self):
+        """Write out a partial line waiting for its end, and flush."""
+        with self._lock:
+            pending, self._pending = self._pending, ""
+            if pending:
+                self._emit(pending, self._pending_buffer)
+            self.stream.flush()
+
+    def _feed(self, text, buffer):
+        with self._lock:
+            self._pending += text
+            self._pending_buffer = buffer
+            end = self._pending.rfind("\n") + 1
+            if end:
+                lines, self._pending = self._pending[:end], self._pending[end:]
+                self._emit(lines, buffer)
+
+    def _emit(self, text, buffer):
+        safe = "\n".join(line if line in _issued else log_safe(line) for line in text.split("\n"))
+        if buffer is None:
+            self.stream.write(safe)
+        else:
+            self.stream.flush()
+            buffer.write(safe.encode("utf-8", "replace"))
+
+
+class _LogBuffer:
+    """The bytes side of a LogStream: UTF-8, decoded into its lines."""
+
+    def __init__(self, owner, buffer):
+        self._owner, self._buffer = owner, buffer
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def __getattr__(self, name):
+        return getattr(self._buffer, name)
+
+    def write(self, data):
+        self._owner._feed(self._decoder.decode(bytes(data)), self._buffer)
+        return len(data)
+
+    def flush(self):
+        self._owner.flush()
+
+
+@contextlib.contextmanager
+def log_safe_streams():
+    """Inside, sys.stdout and sys.stderr are LogStreams (in a workflow step both are the job's log); the
+    streams that were there before are put back after, each partial line written out."""
+    saved = sys.stdout, sys.stderr
+    wrapped = [s if s is None or isinstance(s, LogStream) else LogStream(s) for s in saved]
+    sys.stdout, sys.stderr = wrapped
+    try:
+        yield
+    finally:
+        for stream in wrapped:
+            if stream is not None:
+                with contextlib.suppress(OSError, ValueError):  # a closed pipe: the CLI reports it after
+                    stream.drain()
+        sys.stdout, sys.stderr = saved
 
 
 def read_outputs(path):

@@ -6,7 +6,8 @@ time, so `speedstats render` and the GitHub commands work without torch or onefl
 Errors come out on one line with an exit status of speedstats.errors. An unexpected exception (a
 bug) exits EXIT_INTERNAL_ERROR with a line naming the command and the operation; its traceback goes
 to a file that the line names (beside the command's --out, else in $RUNNER_TEMP, else in the temp
-folder), or to stderr with `--debug`.
+folder), or to stderr with `--debug`. Every line written to stdout and stderr goes through
+actions_io.LogStream: none forges a workflow command in a job's log.
 """
 
 import argparse
@@ -19,6 +20,7 @@ import traceback
 from pathlib import Path
 
 from speedstats import __version__
+from speedstats.actions_io import log_safe_streams
 from speedstats.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL_ERROR,
@@ -172,11 +174,12 @@ def _run_interruptible(args):
 
 
 def main(argv=None):
-    parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
-    if extras:
-        return unrecognized(parser, args, extras)
-    status = _run_interruptible(args)
+    with log_safe_streams():  # no line it writes forges a workflow command in the job's log
+        parser = build_parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            return unrecognized(parser, args, extras)
+        status = _run_interruptible(args)
     try:
         if sys.stdout is not None:
             sys.stdout.flush()

@@ -254,14 +254,15 @@ def _read_yaml(path):
     return data
 
 
-def _profile_path(name):
-    path = suites_dir() / f"{name}.yml"
-    if not path.is_file():
-        profiles = builtin_profiles()
+def _profile_path(name, where):
+    """The file of built-in profile `name`; a UserError naming `where` (the flag, or the file whose
+    'extends' names it) for any other name, whose path is never looked at (it may be too long for one)."""
+    profiles = builtin_profiles()
+    if name not in profiles:
         close = close_match(name, profiles)
         hint = f"; did you mean {close}?" if close else ""
-        raise UserError(f"unknown profile {shown(name)} (built-in: {', '.join(profiles)}{hint})")
-    return path
+        raise UserError(f"{where}: unknown profile {shown(name)} (built-in: {', '.join(profiles)}{hint})")
+    return suites_dir() / f"{name}.yml"
 
 
 def merge(base, override, where, profile):
@@ -405,13 +406,14 @@ def suite_data(path=None, profile=None):
     or a user file merged onto the profile it extends."""
     if path is None:
         name = profile or DEFAULT_PROFILE
-        return _read_yaml(_profile_path(name)), f"{name}.yml"
+        return _read_yaml(_profile_path(name, "--profile")), f"{name}.yml"
     data = _read_yaml(path)
-    base_name = data.pop("extends", None) or profile
+    extends = data.pop("extends", None)
+    base_name = extends or profile
     if base_name is not None:
         if not isinstance(base_name, str):
             raise UserError(f"{path}: field 'extends' must be a profile name")
-        base = _read_yaml(_profile_path(base_name))
+        base = _read_yaml(_profile_path(base_name, path if extends else "--profile"))
         data = merge(base, data, str(path), base_name)
         data.setdefault("name", base_name)
     return data, str(path)

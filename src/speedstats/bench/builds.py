@@ -528,6 +528,20 @@ def _evictable(folder, now):
         return False
 
 
+def _regular_files(folder):
+    """(path, lstat) of each regular file in a folder of the cache; anything else there (a folder, a link,
+    planted by a job or left by another version) is left alone, and an entry gone meanwhile skipped."""
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for path in folder.iterdir():
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            yield path, info
+
+
 def evict_builds(cache_dir, keep=DEFAULT_KEEP_BUILDS, progress=print_to_stderr):
     """Delete the least recently used builds beyond `keep`, skipping any that a run holds; then the
     files of the store that no build links to any more. The names of the builds deleted."""
@@ -551,17 +565,12 @@ def evict_builds(cache_dir, keep=DEFAULT_KEEP_BUILDS, progress=print_to_stderr):
             os.rename(folder, doomed / "build")
             shutil.rmtree(doomed, ignore_errors=True)
         evicted.append(folder.name)
-    store = builds_dir / STORE
-    if store.is_dir():
-        for stored in store.iterdir():
-            if stored.stat().st_nlink == 1:  # only the store's own name is left
-                stored.unlink(missing_ok=True)
-    digests = builds_dir / DIGESTS
-    if digests.is_dir():
-        for memo in digests.iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                if now - memo.stat().st_mtime > DIGEST_KEEP_S:
-                    memo.unlink()
+    for stored, info in _regular_files(builds_dir / STORE):
+        if info.st_nlink == 1:  # only the store's own name is left
+            stored.unlink(missing_ok=True)
+    for memo, info in _regular_files(builds_dir / DIGESTS):
+        if now - info.st_mtime > DIGEST_KEEP_S:
+            memo.unlink(missing_ok=True)
     if evicted:
         progress(f"build cache: deleted {len(evicted)} least recently used build(s) beyond {keep}: "
                  + ", ".join(evicted))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 
+from speedstats import actions_io
 from speedstats.errors import UserError
 from speedstats.github.markers import MAX_COMMENT_CHARS, SPEED_ALERT, fit_body, make_marker, parse_marker
 
@@ -109,8 +110,9 @@ def resolve(client, target, alert, comment_url, run_url):
     try:
         hidden = client.minimize_comment(alert)
     except (UserError, ReadOnlyToken) as exc:
-        print(f"::notice::speedstats: alert comment {alert.id} says the checks pass again but stays visible: "
-              f"the token may not hide it ({exc})", file=sys.stderr)
+        print(actions_io.workflow_command(
+            "notice", f"speedstats: alert comment {alert.id} says the checks pass again but stays visible: "
+            f"the token may not hide it ({exc})"), file=sys.stderr)
         return False
     client.notice(f"{target}: passing again; alert comment {alert.id} edited and hidden as outdated")
     return hidden

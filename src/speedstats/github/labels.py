@@ -58,8 +58,9 @@ def current_labels(lookup, client=None, err=None):
         try:
             return client.labels(lookup.target), f"the labels of {lookup.target} (GitHub API)"
         except (UserError, GitHubUnreachable) as exc:
-            print(f"::warning::speedstats: could not read the labels of {lookup.target} ({exc}); "
-                  "using the event's", file=err)
+            print(actions_io.workflow_command(
+                "warning", f"speedstats: could not read the labels of {lookup.target} ({exc}); using the "
+                "event's"), file=err)
     return lookup.event_labels, f"the labels of {lookup.target} in the event payload"
 
 
@@ -67,13 +68,15 @@ def verdict_fails_step(label, lookup, client=None, err=None):
     """True when the pull request carries `label`; says on err which way it went and why."""
     err = err or sys.stderr
     if lookup.target is None:
-        print(f"::notice::speedstats: the verdict failed, but {lookup.why_none} to carry {label!r} "
-              "(required-label): the step does not fail", file=err)
+        print(actions_io.workflow_command(
+            "notice", f"speedstats: the verdict failed, but {lookup.why_none} to carry {label!r} "
+            "(required-label): the step does not fail"), file=err)
         return False
     labels, source = current_labels(lookup, client, err)
     if label in labels:
         print(f"speedstats: the verdict failed and {source} include {label!r}: the step fails", file=err)
         return True
-    print(f"::notice::speedstats: the verdict failed, but {source} do not include {label!r} "
-          "(required-label): the step does not fail", file=err)
+    print(actions_io.workflow_command(
+        "notice", f"speedstats: the verdict failed, but {source} do not include {label!r} "
+        "(required-label): the step does not fail"), file=err)
     return False

@@ -351,8 +351,9 @@ def _jobs(client, repo, run_id, gpus, job_name):
     try:
         return shards.jobs_by_gpu(client.run_jobs(repo, run_id), gpus, job_name)
     except (UserError, ReadOnlyToken) as exc:  # no actions: read; the shards alone still tell a lot
-        print(f"::warning::speedstats: could not list the jobs of run {run_id} ({exc}); a GPU whose job "
-              "left no shard shows as missing, and rows link the run", file=sys.stderr)
+        print(actions_io.workflow_command(
+            "warning", f"speedstats: could not list the jobs of run {run_id} ({exc}); a GPU whose job left "
+            "no shard shows as missing, and rows link the run"), file=sys.stderr)
         return {}
 
 

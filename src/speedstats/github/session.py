@@ -8,7 +8,7 @@ imports a command.
 
 import sys
 
-from speedstats.actions_io import append_summary, set_output
+from speedstats.actions_io import append_summary, set_output, workflow_command
 from speedstats.errors import SpeedstatsError, UserError
 from speedstats.github import context
 from speedstats.github.client import GitHubClient, Gone, ReadOnlyToken, RetryPolicy
@@ -58,9 +58,9 @@ def report_read_only(target, body, what, refused):
                         "(add it to the workflow's or the job's `permissions:`)")
     summary = append_summary(body)
     where = "it is in the job summary instead" if summary else "it follows"
-    print(f"::warning::speedstats: could not {what} on {target}: the token cannot write there "
-          f"(a pull request from a fork gets a read-only token); {where}. "
-          f"To post from forks, see {FORKS_DOC}.")
+    print(workflow_command("warning", f"speedstats: could not {what} on {target}: the token cannot write "
+                           f"there (a pull request from a fork gets a read-only token); {where}. "
+                           f"To post from forks, see {FORKS_DOC}."))
     if not summary:
         print(body)
     return 0
