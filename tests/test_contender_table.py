@@ -40,7 +40,8 @@ def test_results_accept_every_role_and_nothing_else():
             "input_shape": [2, 3, 64, 64]}
     loaded = case_from_dict(dict(case, frameworks={role: figures for role in contenders.ROLES}), "r")
     assert list(loaded.frameworks) == list(contenders.ROLES)
-    with pytest.raises(UserError, match=r"^r \(resnet50-bs2\): field 'frameworks' has an unknown key 'jax' \(one of oneflow, "
+    with pytest.raises(UserError, match=r"^r \(resnet50-bs2\): field 'frameworks' has an unknown key 'jax' "
+                       r"\(one of oneflow, "
                        r"oneflow_base, pytorch\)$"):
         case_from_dict(dict(case, frameworks={"jax": figures}), "r")
 

@@ -168,7 +168,8 @@ def paired_results(rule):
 
 @pytest.mark.parametrize("data, message", [
     (with_machine({"driver": "535"}), "results: machine: field 'driver' must be a mapping, got '535'"),
-    (with_machine({"preflight": "quiet"}), "results: machine: field 'preflight' must be a mapping, got 'quiet'"),
+    (with_machine({"preflight": "quiet"}),
+     "results: machine: field 'preflight' must be a mapping, got 'quiet'"),
     (with_machine({"preflight": {"quiet": False, "waited_s": "x", "reasons": []}}),
      "results: machine.preflight: field 'waited_s' must be a number, got 'x'"),
     (with_machine({"preflight": {"quiet": False, "waited_s": 1e300, "reasons": []}}),

@@ -373,7 +373,8 @@ def test_two_failed_cases_of_the_same_batch_size_read_differently(default_suite)
                                                        ("resnet50-bs16-channels-last", "crashed")]
 
 
-FORK_TEXT = "x ``` </details> @octocat ![p](https://evil.example/p.png) [l](https://evil.example) &#64;octocat"
+FORK_TEXT = ("x ``` </details> @octocat ![p](https://evil.example/p.png) [l](https://evil.example) "
+             "&#64;octocat")
 
 
 def test_a_user_template_cannot_print_a_string_of_the_data_unescaped(tmp_path):
