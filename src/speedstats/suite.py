@@ -284,8 +284,8 @@ def _merge_cases(base_cases, override_cases, where, profile):
     merged = [copy.deepcopy(c) for c in base_cases]
     index = {c.get("id"): i for i, c in enumerate(merged) if isinstance(c, dict)}
     for i, case in enumerate(override_cases):
-        if not isinstance(case, dict) or "id" not in case:
-            raise UserError(f"{where}: cases[{i}] must be a mapping with an 'id'")
+        if not isinstance(case, dict) or not isinstance(case.get("id"), str):
+            raise UserError(f"{where}: cases[{i}] must be a mapping with an 'id' string")
         _skip(case, f"{where}: cases[{i}]")
         if case["id"] in index:
             target = merged[index[case["id"]]]

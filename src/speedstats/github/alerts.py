@@ -40,11 +40,14 @@ def parse_notify(value, where="--notify-on-flip"):
 def render_alert(head_sha, failures, comment_url, run_url, run_id, mentions=(), resolved=False,
                  failed_head_sha=None, omitted=0):
     from speedstats.render import render_template
+    from speedstats.text import trusted
 
+    # The logins were checked (mentions_from); the links are the comment's and the run's, from GitHub.
     return render_template(ALERT_TEMPLATE, {
         "mentions": list(mentions), "resolved": resolved, "head_sha": head_sha,
-        "failed_head_sha": failed_head_sha or head_sha, "failures": failures, "comment_url": comment_url,
-        "run_url": run_url, "run_id": run_id, "omitted": omitted})
+        "failed_head_sha": failed_head_sha or head_sha, "failures": failures,
+        "comment_url": trusted(comment_url), "run_url": trusted(run_url), "run_id": run_id,
+        "omitted": omitted})
 
 
 def fit_alert(head_sha, failures, comment_url, run_url, run_id, mentions, marker_text,

@@ -184,14 +184,18 @@ def budgets(sizes, room):
 def render_report(rows, verdict, head_sha, run_id, attempt, run_url, marker_chars, templates_dir=None):
     """The report body, cut per GPU when body and marker would pass GitHub's limit."""
     from speedstats.render import render_template
+    from speedstats.text import trusted
 
     counts = {state: sum(1 for row in rows if row.state == state) for state in STATES}
+    # Each block was rendered here (or posted --verbatim, UNSAFE by its own help); the links are the
+    # run's and its jobs', from GitHub: printed as they are. Every other string is escaped.
+    shown = [dict(vars(row), link=trusted(row.link)) for row in rows]
 
     def render(bodies):
-        blocks = [{"gpu": row.gpu, "body": body} for row, body in zip(with_body, bodies)]
+        blocks = [{"gpu": row.gpu, "body": trusted(body)} for row, body in zip(with_body, bodies)]
         return render_template(REPORT_TEMPLATE, {
-            "blocks": blocks, "rows": rows, "verdict": verdict, "counts": counts, "head_sha": head_sha,
-            "run_id": run_id, "attempt": attempt, "run_url": run_url}, templates_dir)
+            "blocks": blocks, "rows": shown, "verdict": verdict, "counts": counts, "head_sha": head_sha,
+            "run_id": run_id, "attempt": attempt, "run_url": trusted(run_url)}, templates_dir)
 
     with_body = [row for row in rows if row.body is not None]
     full = render([row.body for row in with_body])
