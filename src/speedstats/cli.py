@@ -33,7 +33,7 @@ from speedstats.text import did_you_mean, one_line
 COMMAND_MODULES = (
     "speedstats.run_cli",  # run
     "speedstats.render_cli",  # render, parse
-    "speedstats.suite_cli",  # suite
+    "speedstats.suite_cli",  # suite, schema
     "speedstats.compare_cli",  # compare, trend
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
 )

@@ -2,14 +2,21 @@
 
 It prints YAML that reads back as the same suite: each field with its value, marked `# default` when
 the suite does not set it and `# the suite's` when a case takes the suite-wide value.
+
+`speedstats schema results`: the JSON Schema of results.json, made from the declaration the reader reads
+it by (speedstats.results), for other tools and editors.
 """
 
 import dataclasses
+import json
 
 import yaml
 
 from speedstats.fsutil import write_stdout
+from speedstats.results import results_schema
 from speedstats.suite import SUITE_WIDE, suite_data, suite_from_dict
+
+SCHEMAS = {"results": results_schema}
 
 DEFAULT = "  # default"
 SUITE_WIDE_MARK = "  # the suite's"
@@ -70,3 +77,19 @@ def register(subparsers):
     p.add_argument("--profile", metavar="NAME",
                    help="built-in suite (default: default); with --suite, the profile the file extends")
     p.set_defaults(func=suite_command)
+
+    schema = subparsers.add_parser(
+        "schema", help="print the JSON Schema of a file speedstats reads (results: results.json)",
+        description="Print the JSON Schema (draft 2020-12) of results.json, made from the same declaration "
+        "speedstats reads it by: each field with its type, bounds and allowed values. Exit 0.")
+    schema.add_argument("what", choices=sorted(SCHEMAS), help="the file: results (results.json)")
+    schema.set_defaults(func=schema_command)
+
+
+def schema_text(what):
+    return json.dumps(SCHEMAS[what](), indent=2, ensure_ascii=False) + "\n"
+
+
+def schema_command(args):
+    write_stdout(schema_text(args.what))
+    return 0
