@@ -359,3 +359,12 @@ def test_a_history_file_that_is_a_fifo_is_refused_before_it_is_read(tmp_path):
         append_history(fifo, results_from_dict(RESULTS), commit="a" * 40)
     timer.cancel()
     assert str(refused.value) == f"{fifo}: the history file is a FIFO, not a regular file"
+
+
+def test_a_preflight_record_without_its_wait_still_says_the_gpu_was_not_quiet(tmp_path):
+    data = json.loads((Path(__file__).parent / "data" / "head-vs-base-results.json").read_text())
+    data["machine"]["preflight"]["waited_s"] = None
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    result = run_speedstats(["render", str(path)], {})
+    assert result.rc == 1 and "The GPU was not quiet before the first case after waiting 0s" in result.out

@@ -366,11 +366,11 @@ def machine_notes_context(results, suite=None):
     machine = results.machine or {}
     preflight = machine.get("preflight") or {}
     not_quiet = None
-    if preflight and not preflight.get("quiet", True):
+    if preflight.get("quiet") is False:
         reasons = "; ".join(str(r) for r in preflight.get("reasons") or [])
         not_quiet = trusted(
             f"{MACHINE_WARNING}The GPU was not quiet before the first case after waiting "
-            f"{preflight.get('waited_s', 0):.0f}s ({markdown_safe(reasons, MACHINE_NOTE_TEXT_LIMIT)}); "
+            f"{preflight.get('waited_s') or 0:.0f}s ({markdown_safe(reasons, MACHINE_NOTE_TEXT_LIMIT)}); "
             "measured anyway, each round checked"
         )
     driver_notes = [
