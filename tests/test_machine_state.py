@@ -218,11 +218,28 @@ def test_an_old_driver_fails_naming_the_build_the_driver_and_the_pytorch_build_t
         driver_check.check_driver(BUILDS, driver)
     assert str(error.value) == (
         "PyTorch build torch 2.14.1 (CUDA 13.0) needs an NVIDIA driver for CUDA 13 (580.65.06 or newer); "
-        "this machine's driver 535.104.05 supports CUDA 12.2: pick a PyTorch build for CUDA 12.1 with "
-        "`pytorch:` (e.g. torch==VERSION+cu121 and `pip-args: --extra-index-url https://download.pytorch.org/whl/cu121`)"
+        "this machine's driver 535.104.05 supports CUDA 12.2: pick a PyTorch build for CUDA 12.9 with "
+        "`pytorch:` (e.g. torch==VERSION+cu129 and "
+        "`pip-args: --extra-index-url https://download.pytorch.org/whl/cu129`; it runs on this driver "
+        "through CUDA's minor version compatibility)"
     )
-    older = dict(BUILDS, pytorch=provenance("pytorch", "2.5.1+cu121"))  # its CUDA from the version tag
-    assert driver_check.check_driver(older, driver) == []
+    # The build advised runs there, by the same rule: a note, not a failure.
+    advised = dict(BUILDS, pytorch=provenance("pytorch", "2.8.0+cu129"))  # its CUDA from the version tag
+    assert driver_check.check_driver(advised, driver) == [
+        ("PyTorch build torch 2.8.0+cu129 (CUDA 12.9) runs on driver 535.104.05 (CUDA 12.2) through CUDA's "
+         "minor version compatibility")]
+
+
+@pytest.mark.parametrize(("driver_cuda", "pick"), [
+    ((12, 2), "12.9"),  # the newest build of the driver's major, not the newest minor at or below 12.2
+    ((12, 9), "12.9"),
+    ((11, 4), "11.8"),
+    ((13, 1), "13.0"),
+    ((14, 0), "13.0"),  # no build of the driver's major: the newest older major runs on it
+    ((10, 2), None),
+])
+def test_the_pytorch_build_advised_is_the_newest_the_driver_runs(driver_cuda, pick):
+    assert driver_check.pytorch_to_pick(driver_cuda) == pick
 
 
 def test_a_driver_of_the_same_major_but_older_minor_is_a_note(nvml):

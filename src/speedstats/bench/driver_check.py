@@ -58,8 +58,10 @@ def build_cuda(provenance):
 
 
 def pytorch_to_pick(driver_cuda):
-    """The newest PyTorch CUDA build the driver runs, as "12.4", or None when even the oldest is newer."""
-    fitting = [v for v in PYTORCH_CUDA_BUILDS if parse_version(v) <= driver_cuda]
+    """The newest PyTorch CUDA build the driver runs, as "12.9", or None when even the oldest is newer.
+    Every build of the driver's CUDA major runs through minor version compatibility (a CUDA 12.2 driver
+    runs a +cu129 build), and a build of an older major runs on a newer driver."""
+    fitting = [v for v in PYTORCH_CUDA_BUILDS if parse_version(v)[0] <= driver_cuda[0]]
     return fitting[-1] if fitting else None
 
 
@@ -85,7 +87,9 @@ def check_driver(builds, driver):
             tag = f"cu{pick.replace('.', '')}" if pick else None
             advice = (
                 f"pick a PyTorch build for CUDA {pick} with `pytorch:` (e.g. torch==VERSION+{tag} "
-                f"and `pip-args: --extra-index-url https://download.pytorch.org/whl/{tag}`)"
+                f"and `pip-args: --extra-index-url https://download.pytorch.org/whl/{tag}`"
+                + ("; it runs on this driver through CUDA's minor version compatibility"
+                   if parse_version(pick) > have else "") + ")"
                 if pick
                 else "update the driver"
             )
