@@ -236,6 +236,22 @@ def test_a_sigterm_while_builds_are_inspected_ends_interrupted(tmp_path):
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+# -- a misspelt command ------------------------------------------------------------------------------------
+
+
+def test_a_misspelt_command_is_one_line_with_the_closest_command():
+    result = speedstats("rnu", stdout=subprocess.PIPE)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", "speedstats: error: unknown command 'rnu' (did you mean run?)\n")
+    result = speedstats("--debug", "post-from-artefact", "--dry-run")
+    assert (result.returncode, result.stderr) == (
+        2, "speedstats: error: unknown command 'post-from-artefact' (did you mean post-from-artifact?)\n")
+    result = speedstats("xyzzy")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("speedstats: error: unknown command 'xyzzy' (the commands: run, render, ")
+    assert speedstats("run", "--help", stdout=subprocess.DEVNULL).returncode == 0
+
+
 # -- stdout -----------------------------------------------------------------------------------------------
 
 

@@ -107,6 +107,9 @@ def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
      "cases[0] (a): field 'batch_size' must be at least 1, got 0"),
     ("cases:\n  - {id: a, kind: transformer, batch_size: 1, times: 1}\n",
      "cases[0] (a): field 'kind' must be one of resnet50, swin_dataloader, got 'transformer'"),
+    ("cases:\n  - {id: a, kind: resnet5, batch_size: 1, times: 1}\n",
+     ("cases[0] (a): field 'kind' must be one of resnet50, swin_dataloader, got 'resnet5' "
+      "(did you mean resnet50?)")),
     ("cases:\n  - {id: a, kind: resnet50, batch_size: 1, times: 1, tiems: 3}\n",
      "cases[0] (a): unknown field 'tiems'"),
     ("extends: nightly\n", "unknown profile 'nightly' (built-in: default, smoke)"),
@@ -139,6 +142,8 @@ def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
      "dataset: field 'cache_dir' must be a folder path, got 5"),
     ("cases: [\n", "not valid YAML at line 2"),
     ("extends: default\nmode: fair\n", "field 'mode' must be one of old-bot, clean, got 'fair'"),
+    ("extends: default\nmode: olbot\n",
+     "field 'mode' must be one of old-bot, clean, got 'olbot' (did you mean old-bot?)"),
     ("extends: default\nmodel: library\n", "field 'model': library needs 'mode: clean'"),
     ("extends: default\nenv: {NVIDIA_TF32_OVERRIDE: true}\n",
      "field 'env.NVIDIA_TF32_OVERRIDE' must be a string or a number, got True"),

@@ -141,11 +141,12 @@ def internal_error(command, exc, args):
     return EXIT_INTERNAL_ERROR
 
 
+def _command_parser_action(parser):
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
 def _command_parser(parser, command):
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices.get(command)
-    return None
+    return _command_parser_action(parser).choices.get(command)
 
 
 def unrecognized(parser, args, extras):
@@ -159,6 +160,19 @@ def unrecognized(parser, args, extras):
         command = f" {args.command}" if getattr(args, "command", None) else ""
         hint = f" (see 'speedstats{command} --help')"
     _error(f"unrecognized arguments: {' '.join(extras)}{hint}", args)
+    return EXIT_BAD_INPUT
+
+
+def unknown_command(parser, argv):
+    """A command that is not one: one line with the command closest to it (argparse's own error lists
+    every command over two lines with the usage); EXIT_BAD_INPUT. None when the command is known."""
+    commands = list(_command_parser_action(parser).choices)
+    # The options before the command take no value, so the first word that is not one is the command.
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in commands:
+        return None
+    hint = did_you_mean(word, commands) or f" (the commands: {', '.join(commands)})"
+    _error(f"unknown command '{word}'{hint}", argparse.Namespace())
     return EXIT_BAD_INPUT
 
 
@@ -176,6 +190,9 @@ def _run_interruptible(args):
 def main(argv=None):
     with log_safe_streams():  # no line it writes forges a workflow command in the job's log
         parser = build_parser()
+        status = unknown_command(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
+        if status is not None:
+            return status
         args, extras = parser.parse_known_args(argv)
         if extras:
             return unrecognized(parser, args, extras)

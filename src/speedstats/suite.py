@@ -337,7 +337,9 @@ def _case(data, i, suite, where):
     check_known(data, [*CaseSpec.__dataclass_fields__, "skip"], where)
     kind = data.get("kind")
     if kind not in KIND_NAMES:
-        raise UserError(f"{where}: field 'kind' must be one of {', '.join(KIND_NAMES)}, got {shown(kind)}")
+        hint = did_you_mean(kind, KIND_NAMES) if isinstance(kind, str) else ""
+        raise UserError(f"{where}: field 'kind' must be one of {', '.join(KIND_NAMES)}, got {shown(kind)}"
+                        + hint)
     ddp = data.get("ddp", False)
     if not isinstance(ddp, bool):
         raise UserError(f"{where}: field 'ddp' must be true or false, got {shown(ddp)}")
