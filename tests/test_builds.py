@@ -23,6 +23,7 @@ from speedstats.bench.builds import (
     parse_build_spec,
     prepare_build,
     prepare_builds,
+    run_with_progress,
 )
 from speedstats.bench.environment import subprocess_env
 from speedstats.contenders import FAMILIES, family_packages
@@ -381,6 +382,49 @@ def test_wheel_tags_that_fit_a_python():
     assert [name for name, fit in fits.items() if fit] == [
         "oneflow-0.9.0-cp310-cp310-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl",
         "x-1-cp38-abi3-linux_x86_64.whl"]
+
+
+@pytest.mark.parametrize("tags", ["cp38-cp38-manylinux2014_x86_64", "cp310-cp310-macosx_11_0_arm64",
+                                  "py3-none-win_amd64"])
+def test_a_wheel_for_another_python_or_platform_fails_before_pip_naming_the_tags_this_python_takes(
+        tmp_path, tags):
+    from packaging.tags import sys_tags
+
+    wheel = tmp_path / f"oneflow-0.0.1+fake-{tags}.whl"
+    wheel.write_bytes(stand_in_oneflow(tmp_path / "w").read_bytes())  # a valid wheel, under another name
+    request = parse_build_spec("oneflow", "oneflow", str(wheel), companion_specs=["installed"])
+    lines = []
+    with pytest.raises(UserError) as raised:
+        prepare_build(request, tmp_path / "cache", progress=lines.append)
+    first = next(iter(sys_tags()))
+    assert str(raised.value).startswith(
+        f"oneflow (wheel {wheel.name}): {wheel.name} is for {tags}, which this Python (CPython "
+        f"{sys.version_info[0]}.{sys.version_info[1]}.")
+    assert f"does not take: it takes {first} and " in str(raised.value)
+    assert f"other tags, for the platforms {first.platform}, " in str(raised.value)
+    assert lines == [] and cache_entries(tmp_path / "cache") == []  # pip never ran
+
+
+def test_a_slow_command_says_how_long_it_has_run_every_interval():
+    lines = []
+    script = "import sys, time; print('first'); time.sleep(1.3); print('done', file=sys.stderr)"
+    status, output = run_with_progress([sys.executable, "-c", script], None, 30, lines.append,
+                                       "installing oneflow (wheel x.whl)", interval_s=0.4)
+    assert (status, output) == (0, "first\ndone\n")
+    assert 2 <= len(lines) <= 4, lines
+    seconds = [int(line.rsplit(": ", 1)[1].rstrip("s")) for line in lines]
+    assert all(line.startswith("installing oneflow (wheel x.whl): ") for line in lines)
+    assert seconds == sorted(seconds) and seconds[-1] <= 2
+
+
+def test_a_command_past_its_timeout_is_killed():
+    lines = []
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_with_progress([sys.executable, "-c", "import time; time.sleep(60)"], None, 1, lines.append,
+                          "installing x", interval_s=0.3)
+    assert time.monotonic() - start < 10
+    assert len(lines) >= 2
 
 
 PREPARE = """

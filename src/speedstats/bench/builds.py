@@ -56,6 +56,7 @@ DIGEST_KEEP_S = 7 * 24 * 3600  # a remembered digest not used for this long is d
 LAYOUT_VERSION = 1
 PROBE_TIMEOUT_S = 180
 PIP_TIMEOUT_S = 1800
+PIP_PROGRESS_S = 15  # a line this often while pip installs: a 1 GB build takes minutes, pip says nothing
 DEFAULT_KEEP_BUILDS = 8
 SHARE_MIN_BYTES = 1 << 20  # smaller files are not worth a hash and a link
 EVICT_GRACE_S = 600  # a build used this recently is kept: a run may be about to take its lock
@@ -310,6 +311,32 @@ def _wheel_fits(path, python_version):
 
     return any(map(python_fits, python_tags)) and any(t in ("none", "abi3", f"cp{major}{minor}")
                                                       for t in abi_tags)
+
+
+def _check_wheel_tags(request, path):
+    """A UserError unless the wheel's tags (from its file name) include one this interpreter takes: a
+    wheel for another Python or platform fails here, in seconds, not in pip or at its first import."""
+    try:
+        from packaging.tags import sys_tags
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    except ImportError:  # pip judges it
+        return
+    name = Path(path).name
+    try:
+        tags = parse_wheel_filename(name)[3]
+    except InvalidWheelFilename:
+        return  # not a standard name: pip judges it
+    accepted = list(sys_tags())
+    if not accepted or tags & set(accepted):
+        return
+    platforms = list(dict.fromkeys(tag.platform for tag in accepted))  # in the order pip prefers them
+    shown_platforms = ", ".join(platforms[:3]) + (", …" if len(platforms) > 4 else "")
+    if len(platforms) > 3:
+        shown_platforms += f" and {platforms[-1]}"
+    raise UserError(f"{request.describe()}: {name} is for {'-'.join(name[:-len('.whl')].split('-')[-3:])}, "
+                    f"which this Python ({platform.python_implementation()} {platform.python_version()}) "
+                    f"does not take: it takes {accepted[0]} and {len(accepted) - 1} other tags, for the "
+                    f"platforms {shown_platforms} (`python -m pip debug --verbose` lists them)")
 
 
 def _pick_wheels(request, python_version):
@@ -593,12 +620,12 @@ def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_t
         progress(f"build {request.describe()}: installing with pip…")
         start = time.monotonic()
         try:
-            result = subprocess.run(command, check=False, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, timeout=pip_timeout_s)
+            returncode, output = run_with_progress(command, env, pip_timeout_s, progress,
+                                                   f"installing {request.describe()}")
         except subprocess.TimeoutExpired:
             raise UserError(f"{request.describe()}: pip install took over {pip_timeout_s:.0f}s") from None
-        if result.returncode != 0:
-            cause = one_line(_last_meaningful_line(result.stdout), _ERROR_LIMIT)
+        if returncode != 0:
+            cause = one_line(_last_meaningful_line(output), _ERROR_LIMIT)
             raise UserError(f"{request.describe()}: pip install failed: {cause}")
         progress(f"build {request.describe()}: installed in {time.monotonic() - start:.0f}s, probing…")
         build = Build(role=request.role, family=request.family, site_dir=site, provenance={},
@@ -621,6 +648,29 @@ def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_t
                  description=request.describe())
 
 
+def run_with_progress(command, env, timeout_s, progress, what, interval_s=PIP_PROGRESS_S):
+    """(exit status, stdout and stderr) of a command, saying `what: 45s` every interval_s seconds while it
+    runs; subprocess.TimeoutExpired after timeout_s, the command killed. An exception (a SIGTERM
+    unwinding) kills it too."""
+    start = time.monotonic()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        while True:
+            left = timeout_s - (time.monotonic() - start)
+            if left <= 0:
+                raise subprocess.TimeoutExpired(command, timeout_s)
+            try:
+                output, _ = proc.communicate(timeout=min(interval_s, left))
+                return proc.returncode, output
+            except subprocess.TimeoutExpired:  # communicate() again loses none of the output
+                if time.monotonic() - start < timeout_s:
+                    progress(f"{what}: {time.monotonic() - start:.0f}s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_stderr,
                   probe_timeout_s=PROBE_TIMEOUT_S, pip_timeout_s=PIP_TIMEOUT_S):
     """The Build for a request: installed (or reused from the cache) and probed. UserError on failure."""
@@ -637,6 +687,8 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
     wheels = [s.value for s in request.sources if s.kind == "wheel"]
     for wheel in wheels:
         _check_wheel(request, wheel)
+        if python == sys.executable:  # the tags are this interpreter's
+            _check_wheel_tags(request, wheel)
     builds_dir = Path(cache_dir) / "builds"
     wheel_hashes = {wheel: _wheel_digest(wheel, builds_dir) for wheel in wheels}
     key = _cache_key(request, wheel_hashes, python_version)
