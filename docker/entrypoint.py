@@ -2,15 +2,20 @@
 """The action's entrypoint: maps the INPUT_* variables the runner sets to `speedstats` commands.
 
 It stays a thin mapping; the commands do the work and write the step outputs themselves (run:
-verdict, score, results, comment-file; comment and docs-preview: comment-url). After `run` and
-`run-and-comment` it appends the verdict line and the comment to the job summary. Run it outside a
-container the same way, with INPUT_* in the environment (`INPUT_COMMENT_MODE` is accepted for
-`INPUT_COMMENT-MODE`, which a shell cannot export). `--print` shows the commands without running them.
+verdict, score, results, comment-file, and the job summary; comment and docs-preview: comment-url).
+After `run-and-comment` it appends the verdict line, where it posted and the comment to the job summary.
+Run it outside a container the same way, with INPUT_* in the environment (`INPUT_COMMENT_MODE` is
+accepted for `INPUT_COMMENT-MODE`, which a shell cannot export). `--print` shows the commands without
+running them.
+
+The container runs as root. When it ends, however it ends, what the commands wrote in the workspace
+is given to the workspace's owner (give_back), so that a runner's own user can delete it.
 """
 
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +23,7 @@ from pathlib import Path
 # What the commands exit with; only EXIT_VERDICT_FAILED is ever forgiven, by `fail-on-regression:
 # false`. Every other status but 0 (bad input, a case without figures, device busy, GitHub
 # unreachable, internal error) fails the step.
-from speedstats.actions_io import append_summary, read_outputs
+from speedstats.actions_io import append_summary, read_outputs, verdict_summary
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
@@ -206,45 +211,156 @@ class Stopped(Exception):
         self.status = status
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_received = []  # the stop signals this process got
+
+
+def _remember(signum, frame):
+    _received.append(signum)
+
+
 def speedstats(argv, env):
     """Run one speedstats command; its exit status. A SIGTERM or SIGINT the step gets (a cancelled job;
     in the container this process is PID 1, which the kernel gives no default action) is passed on to
     the command, which cleans up and exits 130, and no further command runs (Stopped)."""
     print("$ speedstats " + shlex.join(argv), file=sys.stderr, flush=True)
-    received, started = [], []
+    started = []
 
     def forward(signum, frame):
-        received.append(signum)
+        _received.append(signum)
         for proc in started:
             proc.send_signal(signum)
 
-    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous = {signum: signal.signal(signum, forward) for signum in STOP_SIGNALS}
     try:
-        if received:
-            raise Stopped(128 + received[0])
+        if _received:  # before this command, or between two
+            raise Stopped(128 + _received[0])
         started.append(subprocess.Popen([sys.executable, "-m", "speedstats", *argv], env=env))
-        if received:  # arrived while the command was being started
-            started[0].send_signal(received[0])
+        if _received:  # arrived while the command was being started
+            started[0].send_signal(_received[0])
         status = started[0].wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     status = status if status >= 0 else 128 - status  # killed by a signal: as a shell reports it
-    if received:
+    if _received:
         raise Stopped(status)
     return status
 
 
 def main(args=None, env=None):
-    try:
-        return run_steps(args, env)
-    except Stopped as stopped:
-        return stopped.status
-
-
-def run_steps(args=None, env=None):
     args = sys.argv[1:] if args is None else args
     env = dict(os.environ if env is None else env)
+    _received.clear()
+    # Until it ends, a stop signal is only remembered: the give-back below always runs to its end.
+    previous = {signum: signal.signal(signum, _remember) for signum in STOP_SIGNALS}
+    try:
+        try:
+            return run_steps(args, env)
+        except Stopped as stopped:
+            return stopped.status
+        finally:
+            if not args:
+                give_back_outputs(read_inputs(env), env)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+# -- what the commands wrote, given back to the workspace's owner ----------------------------------------
+
+
+def written_paths(inputs, env):
+    """What this step's commands may write in the workspace: the out folder (fetch-baseline's baseline/
+    and an internal error's traceback included), the bundle, the shard folder, the history file and the
+    build cache."""
+    from speedstats.pipeline import DEFAULT_CACHE
+
+    cache = cache_dir(inputs) or env.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE
+    return [p for p in (inputs["out"], inputs["bundle"], inputs["shard-dir"], inputs["history"], cache) if p]
+
+
+def give_back_outputs(inputs, env):
+    """As root, give what the commands wrote under $GITHUB_WORKSPACE to the workspace's owner (uid and
+    gid); nothing when this process is not root or the owner is this process's user."""
+    workspace = env.get("GITHUB_WORKSPACE")
+    if not workspace or os.geteuid() != 0:
+        return
+    try:
+        owner = os.stat(workspace)
+    except OSError:
+        return
+    if (owner.st_uid, owner.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    give_back(written_paths(inputs, env), workspace, owner.st_uid, owner.st_gid)
+
+
+def give_back(paths, workspace, uid, gid):
+    """Give each path under `workspace` that this process's user owns, and everything in it, to uid:gid;
+    paths outside the workspace are left alone.
+
+    A pull request's code may have planted links. Every folder is opened without following a link
+    (O_NOFOLLOW) and changed through its descriptor, a link is changed itself and never followed, and a
+    folder's entries are changed before the folder, while it is still this user's and nobody else can
+    swap them. A file with more than one name is left as it is: its other name may lie outside the
+    workspace (deleting it needs only its folder, which is given back)."""
+    top = os.path.abspath(workspace)
+    for path in paths:
+        rel = os.path.relpath(os.path.abspath(path), top)
+        if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            continue
+        folders = []  # the workspace, then each folder down to the path's own
+        try:
+            folders.append(os.open(top, os.O_RDONLY | os.O_DIRECTORY))
+            *parents, name = Path(rel).parts
+            for parent in parents:
+                folders.append(os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                       dir_fd=folders[-1]))
+            _give_back_entry(name, folders[-1], uid, gid)
+            for fd in reversed(folders[1:]):  # the folders a command made above it (out: a/b/out)
+                _give_back_fd(fd, uid, gid)
+        except OSError:  # gone, or a link where a folder was
+            pass
+        finally:
+            for fd in folders:
+                os.close(fd)
+
+
+def _give_back_entry(name, folder_fd, uid, gid):
+    me = os.geteuid()
+    try:
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            if info.st_uid == me and os.fstat(folder_fd).st_uid == me:
+                os.chown(name, uid, gid, dir_fd=folder_fd, follow_symlinks=False)
+            return
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if not (is_dir or (stat.S_ISREG(info.st_mode) and info.st_uid == me)):
+            return
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_DIRECTORY if is_dir else 0),
+                     dir_fd=folder_fd)
+    except OSError:
+        return
+    try:
+        if is_dir:
+            for child in os.listdir(fd):
+                _give_back_entry(child, fd, uid, gid)
+        _give_back_fd(fd, uid, gid)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _give_back_fd(fd, uid, gid):
+    info = os.fstat(fd)
+    if (info.st_uid != os.geteuid() or (info.st_uid, info.st_gid) == (uid, gid)
+            or not (stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink == 1))):
+        return
+    os.fchown(fd, uid, gid)
+
+
+def run_steps(args, env):
     try:
         inputs = read_inputs(env)
         steps = plan(inputs)
@@ -272,24 +388,28 @@ def run_steps(args=None, env=None):
     for stale in (out / "comment.md", out / "results.json"):  # a self-hosted workspace keeps old files
         if stale.is_file():
             stale.unlink()
-    run_code = speedstats(steps[0], env)
-    if run_code == EXIT_VERDICT_FAILED and not fail_on_regression:
-        run_code = 0
+    if inputs["command"] == "run":  # it writes the job summary itself
+        return forgiven(speedstats(steps[0], env), fail_on_regression)
+    # The job summary is this step's to write, after posting, saying where: neither command writes it
+    # (a fork's read-only token prints the body in the log instead of adding it a second time).
+    quiet_env = {k: v for k, v in env.items() if k != "GITHUB_STEP_SUMMARY"}
+    run_code = forgiven(speedstats(steps[0], quiet_env), fail_on_regression)
     comment_code = 0
-    if inputs["command"] == "run-and-comment":
-        if (out / "comment.md").is_file():
-            # The job summary is this step's to write, below: a fork's read-only token prints the body
-            # in the log instead of adding it to the summary a second time.
-            comment_env = {k: v for k, v in env.items() if k != "GITHUB_STEP_SUMMARY"}
-            comment_code = speedstats(steps[1], comment_env)
-        else:
-            print(f"speedstats: the run wrote no {out / 'comment.md'}; nothing to post", file=sys.stderr)
+    if (out / "comment.md").is_file():
+        comment_code = speedstats(steps[1], quiet_env)
+    else:
+        print(f"speedstats: the run wrote no {out / 'comment.md'}; nothing to post", file=sys.stderr)
     try:
-        write_summary(env, out / "comment.md", posting=inputs["command"] == "run-and-comment")
+        write_summary(env, out / "comment.md", posting=True)
     except UserError as exc:
         print(f"speedstats: error: {exc}", file=sys.stderr)
         return run_code or comment_code or EXIT_BAD_INPUT
     return run_code or comment_code
+
+
+def forgiven(status, fail_on_regression):
+    """A failed verdict passes the step with `fail-on-regression: false`; every other status stands."""
+    return 0 if status == EXIT_VERDICT_FAILED and not fail_on_regression else status
 
 
 def write_summary(env, comment_file, posting):
@@ -298,10 +418,9 @@ def write_summary(env, comment_file, posting):
         return
     outputs_file = env.get("GITHUB_OUTPUT")
     outputs = read_outputs(outputs_file) if outputs_file and Path(outputs_file).is_file() else {}
-    line = f"Verdict: **{outputs.get('verdict', 'unknown')}** (score {outputs.get('score', 'unknown')})."
-    if posting:
-        line += f" Posted: {outputs.get('comment-url') or 'nothing'}"
-    append_summary(f"{line}\n\n{comment_file.read_text(encoding='utf-8')}", env)
+    append_summary(verdict_summary(outputs.get("verdict", "unknown"), outputs.get("score", "unknown"),
+                                   comment_file.read_text(encoding="utf-8"),
+                                   posted=outputs.get("comment-url", "") if posting else None), env)
 
 
 if __name__ == "__main__":

@@ -426,16 +426,24 @@ def test_automerge_guard_removes_the_label_and_says_which_job_failed(tmp_path, g
         f"\n\n<!-- speedstats:automerge-removed job=cuda-module head={HEAD} run=4242 -->")]
 
 
-def test_fetch_baseline_downloads_the_base_build_and_sets_baseline_path(tmp_path, gh):
+BASE_WHEEL = "oneflow-0.9.1+cu118-cp310-cp310-manylinux_2_17_x86_64.whl"
+
+
+def add_base_build(gh):
+    """A successful push run of build.yml on `release` whose artifact `wheelhouse` holds BASE_WHEEL."""
     import io
     import zipfile
 
-    wheel = "oneflow-0.9.1+cu118-cp310-cp310-manylinux_2_17_x86_64.whl"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
-        archive.writestr(f"wheelhouse/{wheel}", b"base build")
+        archive.writestr(f"wheelhouse/{BASE_WHEEL}", b"base build")
     gh.add_workflow_run(REPO, 77, "7" * 40, event="push", workflow="build.yml", branch="release")
     gh.add_artifact(REPO, 77, "wheelhouse", buf.getvalue())
+
+
+def test_fetch_baseline_downloads_the_base_build_and_sets_baseline_path(tmp_path, gh):
+    wheel = BASE_WHEEL
+    add_base_build(gh)
     workspace = tmp_path / "workspace"  # the runner's files go beside it, not into a folder other tests share
     workspace.mkdir()
     env = action_env(workspace, gh.url, {"command": "fetch-baseline", "baseline-workflow": "build.yml",
@@ -601,15 +609,24 @@ def test_a_build_installed_by_one_job_comes_from_the_cache_in_the_next(tmp_path)
 
     workspace = tmp_path / "workspace"
     (workspace / ".git").mkdir(parents=True)
+    if os.geteuid() == 0:  # a runner whose user is not root, as the container is
+        for path in (workspace, workspace / ".git"):
+            os.chown(path, *RUNNER_USER)
     (workspace / "speed.yml").write_text(TINY_SUITE.format(max_oneflow_ms=1e9))
     inputs = {"command": "run", "suite": "speed.yml", "device": "cpu", "only": "oneflow",
               "oneflow": stand_in_oneflow(tmp_path / "wheels"),
               "flowvision": stand_in_flowvision(tmp_path / "wheels")}
     logs = []
-    for _job in range(2):
+    for job in range(2):
         env = action_env(workspace, inputs=inputs)
         proc = run_entrypoint(env, workspace)
         logs.append(proc.stderr)
+        # `speedstats run` writes the job summary itself, once: the verdict line, then the comment.
+        summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+        assert summary.count("Verdict: **") == job + 1 and summary.endswith(
+            (workspace / "speedstats-out" / "comment.md").read_text(encoding="utf-8") + "\n")
+        if os.geteuid() == 0:  # the cache in .git and the out folder are the runner's user's
+            assert root_owned(workspace) == ["speed.yml"], proc.stderr  # the test wrote that one
         for path in workspace.iterdir():  # what `git clean -ffdx` leaves of a workspace without tracked files
             if path.name != ".git":
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -653,3 +670,83 @@ def test_a_sigterm_to_the_entrypoint_reaches_the_command_which_exits_130(tmp_pat
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.splitlines()[-1] == "speedstats: interrupted" and "Traceback" not in err
+
+
+# -- what the container wrote belongs to the runner's user --------------------------------------------------
+
+RUNNER_USER = (1000, 1000)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
+
+
+def root_owned(folder):
+    """What under `folder` (links themselves, never followed) root's user or group owns."""
+    found = []
+    for dirpath, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            info = os.lstat(Path(dirpath, name))
+            if 0 in (info.st_uid, info.st_gid):
+                found.append(str(Path(dirpath, name).relative_to(folder)))
+    return sorted(found)
+
+
+def runners_workspace(tmp_path):
+    """A workspace owned by the runner's user (not root), beside files of root's outside it."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    os.chown(workspace, *RUNNER_USER)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "roots-file").write_text("root's")
+    return workspace, outside
+
+
+@needs_root
+def test_what_the_container_wrote_in_the_workspace_belongs_to_the_workspaces_owner(tmp_path, gh):
+    """The container runs as root; a runner's own user must be able to delete what it wrote (the next
+    job's actions/checkout does). Links a pull request planted are not followed."""
+    add_base_build(gh)
+    workspace, outside = runners_workspace(tmp_path)
+    out = workspace / "speedstats-out"
+    out.mkdir()  # a pull request's code ran before: its links in the out folder
+    (out / "to-a-folder").symlink_to(outside)
+    (out / "to-a-file").symlink_to(outside / "roots-file")
+    os.link(outside / "roots-file", out / "second-name")
+    env = action_env(workspace, gh.url, {"command": "fetch-baseline", "baseline-workflow": "build.yml",
+                                         "baseline-branch": "release"})
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "baseline" / BASE_WHEEL).read_bytes() == b"base build"
+    # A file with a second name is left alone: the other name may lie outside the workspace.
+    assert root_owned(workspace) == ["speedstats-out/second-name"]
+    assert {(p.name, p.lstat().st_uid) for p in out.iterdir()} == {
+        ("baseline", 1000), ("to-a-folder", 1000), ("to-a-file", 1000), ("second-name", 0)}
+    assert root_owned(outside) == ["roots-file"] and os.stat(outside).st_uid == 0
+
+
+@needs_root
+def test_a_cancelled_step_gives_back_what_it_wrote_too(tmp_path, gh):
+    """SIGTERM while fetch-baseline downloads (GitHub's storage dripping a byte at a time): the command
+    exits 130, and the folders it made, a nested out folder's parents included, are the runner's user's."""
+    import signal
+    import time
+
+    add_base_build(gh)
+    gh.drip("GET", "/_blobs/*", interval_s=0.5)
+    workspace, outside = runners_workspace(tmp_path)
+    env = action_env(workspace, gh.url, {"command": "fetch-baseline", "baseline-workflow": "build.yml",
+                                         "baseline-branch": "release", "out": "reports/speed"})
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,127.0.0.2,localhost"
+    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], cwd=workspace, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not gh.storage_requests:  # the download has begun, in a folder it made
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    assert root_owned(workspace) == ["reports", "reports/speed", "reports/speed/baseline"] + [
+        f"reports/speed/baseline/{p.name}" for p in (workspace / "reports/speed/baseline").iterdir()]
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert (workspace / "reports" / "speed" / "baseline").is_dir()
+    assert root_owned(workspace) == []
+    assert root_owned(outside) == ["roots-file"]

@@ -76,6 +76,23 @@ def test_the_comment_and_outputs_after_a_run_carry_one_verdict(tmp_path, monkeyp
         "slower than the base build: resnet50-bs2\n")
 
 
+def test_the_job_summary_is_the_verdict_line_and_the_comment_wherever_github_step_summary_is_set(
+        tmp_path, monkeypatch):
+    suite = load_suite(None, "smoke")
+    results = smoke_results(resnet_case("resnet50-bs2", 300.0, 180.0, base=250.0))
+    verdict = judge(results, suite)
+    body = render_speed_stats(results, suite, verdict)
+    comment_path = pipeline.write_comment(tmp_path, body, quiet=True, progress=print)
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    pipeline.set_outputs(verdict, tmp_path / "results.json", comment_path)  # outside a job: no file
+    summary = tmp_path / "step-summary"
+    summary.write_text("an earlier step's\n", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pipeline.set_outputs(verdict, tmp_path / "results.json", comment_path)
+    assert summary.read_text(encoding="utf-8") == f"an earlier step's\nVerdict: **fail** (score 0).\n\n{body}\n"
+
+
 def test_in_github_actions_each_failed_check_and_slower_case_is_an_annotation(monkeypatch):
     suite = load_suite(None, "smoke")
     threshold = resnet_case("resnet50-bs2", 300.0, 18.0)  # relative speed 0.06, below the smoke's 0.25

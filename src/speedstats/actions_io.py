@@ -260,6 +260,15 @@ def append_summary(text, env=None):
     return True
 
 
+def verdict_summary(verdict, score, comment, posted=None):
+    """A run's job summary: its verdict line, then the comment; `posted`, when given, is where the comment
+    went ("" for nowhere)."""
+    line = f"Verdict: **{verdict}** (score {score})."
+    if posted is not None:
+        line += f" Posted: {posted or 'nothing'}"
+    return f"{line}\n\n{comment}"
+
+
 # -- workflow commands in the log -------------------------------------------------------------------------
 
 

@@ -468,8 +468,10 @@ def annotate(verdict, progress):
 
 
 def set_outputs(verdict, results_path, comment_path):
-    """The Action's outputs (see action.yml)."""
-    from speedstats.actions_io import set_output
+    """The Action's outputs (see action.yml), and the job summary wherever $GITHUB_STEP_SUMMARY is set:
+    the verdict line and the comment (the action's run-and-comment writes its own, saying where it
+    posted it, and runs this without the variable)."""
+    from speedstats.actions_io import append_summary, set_output, verdict_summary
 
     set_output("verdict", "pass" if verdict.passed else "fail")
     set_output("score", str(verdict.score))
@@ -477,6 +479,9 @@ def set_outputs(verdict, results_path, comment_path):
     set_output("likely-regressions", str(len(verdict.likely_regressions)))
     set_output("results", str(results_path))
     set_output("comment-file", str(comment_path))
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        append_summary(verdict_summary("pass" if verdict.passed else "fail", verdict.score,
+                                       Path(comment_path).read_text(encoding="utf-8")))
 
 
 def report(results, verdict, results_path, comment_path, progress):
