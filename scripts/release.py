@@ -6,6 +6,11 @@
         and the CHANGELOG's newest entry agree, and that action.yml's image is the home's (or
         OWNER/REPO's) in the GitHub container registry. Prints `version=`, `major=` and `image=`
         lines (for $GITHUB_OUTPUT) and writes the CHANGELOG entry of the version to FILE.
+    scripts/release.py pin-image sha256:DIGEST
+        Prints action.yml with its image named by the digest of the image the release pushed,
+        `docker://ghcr.io/owner/repo@sha256:...`, instead of its version tag: the release workflow
+        commits that action.yml on top of the tagged commit, so the released action runs exactly the
+        image it built.
     scripts/release.py set-home OWNER/REPO
         Rewrites the action's home (pyproject.toml's Repository URL) in every file that names it, for
         a fork that publishes its own copy: `uses: OWNER/REPO@v0`, the URLs, the image
@@ -28,6 +33,7 @@ VERSION_RE = re.compile(r'^version = "([^"]+)"$', re.MULTILINE)
 TAG_RE = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 IMAGE_RE = re.compile(r"^  image: docker://ghcr\.io/([\w./-]+):(\S+)$", re.MULTILINE)
 CHANGELOG_ENTRY_RE = re.compile(r"^## (\S+)\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ReleaseError(Exception):
@@ -94,6 +100,19 @@ def check(tag, repository=None, root=ROOT):
     return {"version": version, "major": f"v{match.group(1)}", "image": f"ghcr.io/{image_repository}"}
 
 
+def pin_image(text, digest):
+    """action.yml's text with its image named by `digest` (sha256:...) instead of its version tag."""
+    if not DIGEST_RE.fullmatch(digest):
+        raise ReleaseError(f"digest {digest!r}: not sha256: and 64 hexadecimal digits")
+    found = IMAGE_RE.findall(text)
+    if len(found) != 1:
+        raise ReleaseError("action.yml: expected one `image: docker://ghcr.io/...:VERSION` line, "
+                           f"found {len(found)}")
+    image, version = found[0]
+    return IMAGE_RE.sub(lambda _: f"  # speedstats {version}'s image, by the digest the release pushed\n"
+                                  f"  image: docker://ghcr.io/{image}@{digest}", text)
+
+
 def set_home(new_home, root=ROOT):
     """Rewrites the home in every file that names it; returns the files changed."""
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", new_home):
@@ -118,6 +137,8 @@ def main(argv=None):
     check_parser.add_argument("tag")
     check_parser.add_argument("--repository", help="OWNER/REPO the image is pushed for (default: the home)")
     check_parser.add_argument("--notes", type=Path, help="write the version's CHANGELOG entry here")
+    pin_parser = commands.add_parser("pin-image", help="name the image by its digest in action.yml")
+    pin_parser.add_argument("digest", metavar="sha256:DIGEST")
     home_parser = commands.add_parser("set-home", help="rewrite the action's home in every file")
     home_parser.add_argument("home", metavar="OWNER/REPO")
     args = parser.parse_args(argv)
@@ -132,6 +153,8 @@ def main(argv=None):
                     raise ReleaseError(f"--notes {args.notes}: cannot write it ({exc.strerror})") from None
             for key, value in found.items():
                 print(f"{key}={value}")
+        elif args.command == "pin-image":
+            sys.stdout.write(pin_image(read(ROOT, "action.yml"), args.digest))
         else:
             for path in set_home(args.home):
                 print(path.relative_to(ROOT))

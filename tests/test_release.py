@@ -2,13 +2,16 @@
 prebuilt image of its version, and the release workflow that builds it. scripts/release.py runs as a
 process, as the release workflow and a fork's maintainer run it."""
 
+import base64
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from speedstats import __version__
@@ -262,6 +265,104 @@ def test_the_release_workflow_pushes_the_image_action_yml_names_and_then_moves_t
     steps = [s["name"] for s in jobs["release"]["steps"]]
     assert steps.index("Create the release with the CHANGELOG entry") < steps.index("Move the major tag to "
                                                                                    "this release")
+    assert steps.index("Name the image by its digest in the released action.yml") < steps.index(
+        "Create the release with the CHANGELOG entry")
     move = jobs["release"]["steps"][-1]
     assert move["env"]["MAJOR"] == "${{ needs.check.outputs.major }}"
-    assert move["env"]["SHA"] == "${{ github.sha }}"
+    assert move["env"]["SHA"] == "${{ steps.pinned.outputs.sha }}"  # the commit whose action.yml is pinned
+
+
+# -- the released action.yml names its image by digest ---------------------------------------------------
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+SAMPLE_ACTION = """\
+name: speedstats
+runs:
+  using: docker
+  # The image the release workflow built from the Dockerfile for this version.
+  image: docker://ghcr.io/someone/bench-fork:1.4.2
+"""
+
+
+def test_pin_image_names_the_image_by_its_digest_instead_of_its_tag():
+    assert release.pin_image(SAMPLE_ACTION, DIGEST) == SAMPLE_ACTION.replace(
+        "  image: docker://ghcr.io/someone/bench-fork:1.4.2\n",
+        "  # speedstats 1.4.2's image, by the digest the release pushed\n"
+        f"  image: docker://ghcr.io/someone/bench-fork@{DIGEST}\n")
+    pinned = yaml.safe_load(release.pin_image(SAMPLE_ACTION, DIGEST))
+    assert pinned["runs"] == {"using": "docker", "image": f"docker://ghcr.io/someone/bench-fork@{DIGEST}"}
+    for digest in ("sha256:" + "0" * 63, "0123456789abcdef" * 4, DIGEST.upper(), f"{DIGEST}\nimage: x"):
+        with pytest.raises(release.ReleaseError, match="not sha256: and 64 hexadecimal digits"):
+            release.pin_image(SAMPLE_ACTION, digest)
+    with pytest.raises(release.ReleaseError, match=r"found 0$"):  # pinned already
+        release.pin_image(release.pin_image(SAMPLE_ACTION, DIGEST), DIGEST)
+
+
+def test_pin_image_prints_the_projects_action_yml_pinned_and_changes_no_file(tmp_path):
+    root = copy_of_the_release_files(tmp_path)
+    before = (root / "action.yml").read_text(encoding="utf-8")
+    proc = run_script("pin-image", DIGEST, root=root)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == release.pin_image(before, DIGEST)
+    assert yaml.safe_load(proc.stdout)["runs"]["image"] == f"docker://ghcr.io/{project_home().lower()}@{DIGEST}"
+    assert yaml.safe_load(proc.stdout)["inputs"] == action()["inputs"]
+    assert (root / "action.yml").read_text(encoding="utf-8") == before
+    proc = run_script("pin-image", "latest", root=root)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "release: error: digest 'latest': not sha256: and 64 hexadecimal digits\n"
+
+
+# GitHub's API cannot be reached from the tests: this stand-in for the `gh` CLI records each call
+# (arguments and what it read on stdin) and answers the --jq query with a made-up sha.
+FAKE_GH = """\
+import json, os, sys
+args = sys.argv[1:]
+stdin = sys.stdin.read() if "--input" in args else None
+with open(os.environ["GH_CALLS"], "a") as f:
+    f.write(json.dumps({"args": args, "stdin": stdin}) + "\\n")
+if "--jq" in args:
+    print({"blobs": "b" * 40, "trees": "t" * 40}.get(args[1].rsplit("/", 1)[-1], "c" * 40))
+"""
+
+
+def test_the_release_commits_the_pinned_action_yml_on_the_tagged_commit_and_moves_the_tag(tmp_path):
+    jobs = load_release_workflow()["jobs"]
+    assert jobs["image"]["outputs"] == {"digest": "${{ steps.push.outputs.digest }}"}
+    assert next(s for s in jobs["image"]["steps"] if s.get("id") == "push")["uses"].startswith(
+        "docker/build-push-action@")
+    (pin,) = [s for s in jobs["release"]["steps"] if s.get("id") == "pinned"]
+    assert pin["env"] == {"GH_TOKEN": "${{ github.token }}", "DIGEST": "${{ needs.image.outputs.digest }}",
+                          "TAG": "${{ github.ref_name }}", "SHA": "${{ github.sha }}"}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(f"#!{sys.executable}\n{FAKE_GH}")
+    (bin_dir / "gh").chmod(0o755)
+    calls, output, runner_temp = tmp_path / "calls.jsonl", tmp_path / "github_output", tmp_path / "temp"
+    runner_temp.mkdir()
+    sha, before = "5" * 40, (ROOT / "action.yml").read_text(encoding="utf-8")
+    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", pin["run"]], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "GH_CALLS": str(calls), "DIGEST": DIGEST,
+                               "TAG": f"v{__version__}", "SHA": sha, "GITHUB_REPOSITORY": project_home(),
+                               "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(runner_temp)})
+    assert proc.returncode == 0, proc.stderr
+    api = f"repos/{project_home()}/git"
+    made = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [call["args"][:3] for call in made] == [
+        ["api", f"{api}/blobs", "-f"], ["api", f"{api}/commits/{sha}", "--jq"],
+        ["api", f"{api}/trees", "--input"], ["api", f"{api}/commits", "-f"], ["api", "-X", "PATCH"]]
+    blob = made[0]["args"]
+    assert blob[2:4] == ["-f", "encoding=base64"] and blob[4] == "-f" and blob[5].startswith("content=")
+    pinned = base64.b64decode(blob[5][len("content="):]).decode()
+    assert pinned == release.pin_image(before, DIGEST)
+    assert json.loads(made[2]["stdin"]) == {"base_tree": "c" * 40, "tree": [
+        {"path": "action.yml", "mode": "100644", "type": "blob", "sha": "b" * 40}]}
+    commit = made[3]["args"]
+    assert [commit[i + 1] for i, a in enumerate(commit) if a == "-f"] == [
+        f"message=speedstats v{__version__}: action.yml names the image by its digest", "tree=" + "t" * 40,
+        f"parents[]={sha}"]
+    assert made[4]["args"] == ["api", "-X", "PATCH", f"{api}/refs/tags/v{__version__}",
+                               "-f", "sha=" + "c" * 40, "-F", "force=true", "--silent"]
+    assert output.read_text() == "sha=" + "c" * 40 + "\n"
+    assert (ROOT / "action.yml").read_text(encoding="utf-8") == before  # the checkout's is left as it was
+
