@@ -90,7 +90,8 @@ def test_the_job_summary_is_the_verdict_line_and_the_comment_wherever_github_ste
     summary.write_text("an earlier step's\n", encoding="utf-8")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     pipeline.set_outputs(verdict, tmp_path / "results.json", comment_path)
-    assert summary.read_text(encoding="utf-8") == f"an earlier step's\nVerdict: **fail** (score 0).\n\n{body}\n"
+    assert summary.read_text(encoding="utf-8") == (
+        f"an earlier step's\nVerdict: **fail** (score 0).\n\n{body}\n")
 
 
 def test_in_github_actions_each_failed_check_and_slower_case_is_an_annotation(monkeypatch):
