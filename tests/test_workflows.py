@@ -440,10 +440,17 @@ def test_pipeline_on_a_base_branch_without_a_build_measures_without_a_baseline_a
 
 def test_ci_lints_and_runs_the_readme_test_command():
     workflow = load_workflow(WORKFLOWS / "ci.yml")
-    assert set(workflow["on"]) == {"push", "pull_request"}
+    assert set(workflow["on"]) == {"push", "pull_request", "schedule"}
     runs = {job_id: [s.get("run", "") for s in job["steps"]] for job_id, job in workflow["jobs"].items()}
     assert "ruff check" in runs["lint"]  # the whole project, as pyproject.toml configures it
     assert "./scripts/test.sh" in runs["test"]
+    # The weekly run: the generative test at length, and only that.
+    conditions = {job_id: job.get("if") for job_id, job in workflow["jobs"].items()}
+    not_weekly, weekly = "github.event_name != 'schedule'", "github.event_name == 'schedule'"
+    assert conditions == {"lint": not_weekly, "test": not_weekly, "generative": weekly}
+    generative = workflow["jobs"]["generative"]
+    assert runs["generative"][-1] == ".venv-light/bin/python -m pytest -q tests/test_generative_input.py"
+    assert generative["steps"][-1]["env"] == {"HYPOTHESIS_PROFILE": "long"}
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "./scripts/test.sh" in readme.split("\n## ", 1)[0]
     for job in workflow["jobs"].values():
