@@ -27,7 +27,7 @@ from speedstats.actions_io import append_summary, read_outputs, verdict_summary
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
-            "report")
+            "report", "post-from-artifact")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -45,6 +45,7 @@ DEFAULTS = {
     "job": "",
     "label": "automerge",
     "status": "failure",
+    "automerge-job": "",
     "fail-on-regression": "true",
     "lock-timeout": "",
     "bundle": "",
@@ -160,11 +161,27 @@ def shard_argv(inputs):
             "--status", inputs["status"]]
 
 
+def _automerge(inputs):
+    """The automerge guard of post-from-artifact and report: the job it names, the label it removes."""
+    if not inputs["automerge-job"]:
+        return []
+    return ["--automerge-job", inputs["automerge-job"], "--automerge-label", inputs["label"]]
+
+
+def post_from_artifact_argv(inputs):
+    return (["post-from-artifact", "--mode", inputs["comment-mode"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--docs-base-url", inputs["docs-base-url"])
+            + _automerge(inputs)
+            + _optional("--author", inputs["author"]) + _deadline(inputs))
+
+
 def report_argv(inputs):
     if not inputs["gpus"]:
         raise InputError("input 'gpus': needed by command 'report'")
     return (["report", "--gpus", inputs["gpus"], "--shards", inputs["shards-dir"],
              "--notify-on-flip", inputs["notify-on-flip"]]
+            + _automerge(inputs)
             + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
             + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"]) + _deadline(inputs))
 
@@ -196,6 +213,8 @@ def plan(inputs):
         return [shard_argv(inputs)]
     if command == "report":
         return [report_argv(inputs)]
+    if command == "post-from-artifact":
+        return [post_from_artifact_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status",

@@ -228,6 +228,11 @@ def test_matrix_inputs_reach_shard_and_report(tmp_path):
                       **{"shards-dir": "shards", "notify-on-flip": "alice, bob"})
     assert printed == ("speedstats report --gpus '[\"a100\", \"t4\"]' --shards shards --notify-on-flip "
                        "'alice, bob' --suite .github/speed.yml\n")
+    printed = planned(tmp_path, command="report", gpus='["a100"]', label="merge-me",
+                      **{"automerge-job": "speed-stats"})
+    assert printed.startswith("speedstats report --gpus '[\"a100\"]' --shards speedstats-shards "
+                              "--notify-on-flip author --automerge-job speed-stats "
+                              "--automerge-label merge-me")
 
 
 @pytest.mark.parametrize("command, missing", [("shard", "gpu"), ("report", "gpus")])
@@ -267,6 +272,16 @@ def test_automerge_guard_inputs(tmp_path):
                       status="cancelled", pr="3")
     assert printed == ("speedstats automerge-guard --job 'Build cu116' --label merge-me --status cancelled "
                        "--pr 3\n")
+
+
+def test_post_from_artifact_inputs(tmp_path):
+    assert planned(tmp_path, command="post-from-artifact") == "speedstats post-from-artifact --mode update\n"
+    printed = planned(tmp_path, command="post-from-artifact", suite=".github/speed.yml", label="merge-me",
+                      author="perf-bot", **{"automerge-job": "speed stats", "comment-mode": "new",
+                                            "docs-base-url": "https://d.example", "github-deadline": "60"})
+    assert printed == ("speedstats post-from-artifact --mode new --suite .github/speed.yml --docs-base-url "
+                       "https://d.example --automerge-job 'speed stats' --automerge-label merge-me --author "
+                       "perf-bot --github-deadline 60\n")
 
 
 def test_fetch_baseline_inputs(tmp_path):
@@ -311,7 +326,8 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
 @pytest.mark.parametrize(("inputs", "message"), [
     ({"command": "benchmark"},
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
-                               "automerge-guard, fetch-baseline, shard, report, got 'benchmark'")),
+                               "automerge-guard, fetch-baseline, shard, report, post-from-artifact, "
+                               "got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
@@ -336,7 +352,9 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
              + planned(tmp_path, command="docs-preview", pr="3", **{"docs-base-url": "https://d"})
              + planned(tmp_path, command="automerge-guard", pr="3", status="success")
              + planned(tmp_path, command="fetch-baseline",
-                       **{"baseline-workflow": "b.yml", "baseline-branch": "m", "baseline-optional": "true"}))
+                       **{"baseline-workflow": "b.yml", "baseline-branch": "m", "baseline-optional": "true"})
+             + planned(tmp_path, command="post-from-artifact", profile="smoke", author="a",
+                       **{"automerge-job": "speed", "docs-base-url": "https://d", "github-deadline": "9"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)

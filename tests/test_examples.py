@@ -74,10 +74,20 @@ def test_no_self_hosted_job_runs_a_forks_pull_request(path):
             continue
         if (path.name, job_id) == FORK_BENCH:
             assert (from_fork[job_id], from_branch[job_id]) == ("success", "skipped")
-            assert workflow["permissions"] == {"contents": "read"}
+            assert (workflow["permissions"], job["permissions"]) == ({}, {"contents": "read"})
             assert "Require approval for all external contributors" in path.read_text(encoding="utf-8")
         else:
             assert (from_fork[job_id], from_branch[job_id]) == ("skipped", "success"), job_id
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_each_job_has_its_own_permissions_and_the_workflow_grants_nothing(path):
+    """The job that posts has the writes it needs; a job beside it (a build, a matrix job running a pull
+    request's code) gets none of them."""
+    workflow = load_workflow(path)
+    assert workflow["permissions"] == {}
+    for job_id, job in workflow["jobs"].items():
+        assert job["permissions"], job_id
 
 
 def test_the_pipelines_build_job_runs_on_pushes_and_the_repositorys_branches_only():

@@ -15,6 +15,7 @@ from speedstats.bundle import write_bundle
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
 from speedstats.verdict import judge
+from test_release import project_home
 
 REPO = "o/r"
 TOKEN = "ghs_ArtifactT0kenNeverToBePrinted00000004"
@@ -240,8 +241,10 @@ def test_the_example_pair_fits_together_and_the_poster_never_runs_the_forks_code
     assert triggers["workflow_run"]["workflows"] == [bench["name"]]
     assert triggers["workflow_run"]["types"] == ["completed"]
     assert "pull_request_target" not in triggers
-    assert bench["permissions"] == {"contents": "read"}
-    assert poster["permissions"] == {"actions": "read", "issues": "write", "pull-requests": "write"}
+    assert bench["permissions"] == {} and poster["permissions"] == {}  # each job its own
+    assert {job["permissions"]["contents"] for job in bench["jobs"].values()} == {"read"}
+    assert [job["permissions"] for job in poster["jobs"].values()] == [
+        {"actions": "read", "issues": "write", "pull-requests": "write"}]
 
     bench_steps = [s for job in bench["jobs"].values() for s in job["steps"]]
     upload = next(s for s in bench_steps if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
@@ -250,12 +253,38 @@ def test_the_example_pair_fits_together_and_the_poster_never_runs_the_forks_code
             and upload["with"]["path"] == run_step["with"]["bundle"])
     assert upload["if"] == "always()"
 
-    poster_steps = [s for job in poster["jobs"].values() for s in job["steps"]]
-    assert not [s for s in poster_steps if str(s.get("uses", "")).startswith("actions/checkout@")]
-    (command,) = [s for s in poster_steps if "speedstats post-from-artifact" in s.get("run", "")]
-    assert "${{" not in command["run"]  # values reach the shell through env, never pasted into the script
-    assert command["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
-    assert command["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
+    # The job that holds the write token runs the action's own image: it checks out nothing, installs
+    # nothing and runs no script.
+    (post,) = [s for job in poster["jobs"].values() for s in job["steps"]]
+    assert post["uses"].startswith(f"{project_home()}@v") and "run" not in post
+    assert post["with"] == {"command": "post-from-artifact", "automerge-job": "speed-stats"}
+    assert list(bench["jobs"]) == ["speed-stats"]  # the job the automerge comment names
+
+
+def test_the_example_poster_posts_a_forks_bundle_from_the_actions_image(fake_github, tmp_path):
+    """The poster workflow's job as the runner runs it (its `if:`, the action's step through the
+    entrypoint), on the workflow_run event of a fork's failed benchmark run."""
+    from test_action import TOKEN as JOB_TOKEN
+    from test_workflows import load_workflow, run_job
+
+    gh = fake_github(JOB_TOKEN)
+    fork_setup(gh, tmp_path, conclusion="failure")
+    event = event_payload("workflow_run", REPO, run_id=RUN, head_sha=SHA)
+    event["workflow_run"].update({"event": "pull_request", "conclusion": "failure",
+                                  "head_repository": {"full_name": "fork/r"}})
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    run = run_job(load_workflow(EXAMPLES / "speedstats-fork-post.yml"), "post", workspace, gh.url, event,
+                  event_name="workflow_run")
+    assert (run.status, run.ran) == ("success", ["Post the Speed stats comment"]), run.logs
+    speed_stats, guard = bodies(gh)
+    assert speed_stats.startswith(RENDERED + "\n\n<!-- speedstats:speed-stats ")
+    assert guard.startswith("CI failed when running job: speed-stats. PR label automerge has been removed")
+    assert "automerge" not in gh.labels(REPO, 7)
+    # A run of the bench workflow on a branch of this repository is not the poster's to post.
+    event["workflow_run"]["head_repository"]["full_name"] = REPO
+    assert run_job(load_workflow(EXAMPLES / "speedstats-fork-post.yml"), "post", workspace, gh.url, event,
+                   event_name="workflow_run").status == "skipped"
 
 
 def test_the_zip_comes_from_storage_on_another_host_and_the_token_never_goes_there(gh, tmp_path):

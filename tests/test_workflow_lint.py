@@ -53,6 +53,38 @@ def test_zizmor_passes_on_the_workflows_and_the_action():
     assert "No findings to report" in proc.stdout + proc.stderr
 
 
+def auditor_findings(*paths):
+    """zizmor's findings with its auditor persona (what the default one leaves out too), by audit."""
+    import json
+
+    proc = run([tool("zizmor"), "--offline", "--no-progress", "--persona", "auditor", "--format", "json",
+                "--config", ".github/zizmor.yml", *map(str, paths)])
+    assert proc.returncode == 0 or proc.returncode >= 10, proc.stderr  # 1x: findings, x their severity
+    found = {}
+    for finding in json.loads(proc.stdout):
+        found.setdefault(finding["ident"], []).append(finding)
+    return found
+
+
+@pytest.mark.lint
+def test_no_workflow_grants_a_write_that_each_job_does_not_ask_for_itself():
+    """zizmor's excessive-permissions: no workflow-level `permissions:` that writes, every job its own."""
+    assert "excessive-permissions" not in auditor_findings(*[p.relative_to(ROOT) for p in ALL_WORKFLOWS])
+
+
+@pytest.mark.lint
+def test_the_released_action_yml_names_its_image_by_digest(tmp_path):
+    """The action.yml the release commits (scripts/release.py pin-image) pins its image; this one, by
+    its version tag, does not."""
+    from test_release import release
+
+    assert "unpinned-images" in auditor_findings("action.yml")
+    released = tmp_path / "action.yml"
+    released.write_text(release.pin_image((ROOT / "action.yml").read_text(encoding="utf-8"),
+                                          "sha256:" + "0123456789abcdef" * 4), encoding="utf-8")
+    assert "unpinned-images" not in auditor_findings(released)
+
+
 @pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
 def test_third_party_actions_are_pinned_by_commit_and_checkouts_keep_no_token(path):
     import re

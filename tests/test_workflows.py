@@ -169,7 +169,7 @@ class JobRun:
     summary: str = ""
 
 
-def run_job(workflow, job_id, workspace, gh_url, event, input_overrides=None):
+def run_job(workflow, job_id, workspace, gh_url, event, input_overrides=None, event_name="pull_request"):
     """Run the steps of `job_id` as the Actions runner would, on this machine.
 
     The action's steps run docker/entrypoint.py with the INPUT_* variables the runner would give the
@@ -182,7 +182,7 @@ def run_job(workflow, job_id, workspace, gh_url, event, input_overrides=None):
     event_path = home / "event.json"
     event_path.write_text(json.dumps(event))
     contexts = {
-        "github": {"token": TOKEN, "job": job_id, "repository": REPO, "event_name": "pull_request",
+        "github": {"token": TOKEN, "job": job_id, "repository": REPO, "event_name": event_name,
                    "event": event, "workspace": str(workspace), "run_id": "4242", "sha": HEAD},
         "secrets": {"GITHUB_TOKEN": TOKEN},
         "job": {"status": "success"},
@@ -197,7 +197,7 @@ def run_job(workflow, job_id, workspace, gh_url, event, input_overrides=None):
     base_env = clean_environ()
     base_env.update({
         "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO,
-        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_NAME": event_name,
         "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(workspace), "GITHUB_JOB": job_id,
         "GITHUB_RUN_ID": "4242", "GITHUB_SHA": HEAD, "GITHUB_API_URL": gh_url,
         "RUNNER_TEMP": str(home / "_temp"), "SPEEDSTATS_LOCK_DIR": str(home / "locks"),
@@ -282,8 +282,9 @@ def speed_step_overrides():
 def test_example_runs_on_pull_requests_with_the_permissions_it_needs():
     workflow = load_workflow(EXAMPLE)
     assert set(workflow["on"]) == {"pull_request"}
-    assert workflow["permissions"] == {"contents": "read", "issues": "write", "pull-requests": "write"}
+    assert workflow["permissions"] == {}  # the job's own, and no other's
     (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "issues": "write", "pull-requests": "write"}
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
     guard = job["steps"][-1]
     assert guard["if"] == "failure()" and guard["with"]["command"] == "automerge-guard"
