@@ -229,8 +229,9 @@ WARM_UP = ("Warm-up, from the worker's start to its first timed round (reported,
 
 
 def memory_part(results, suite):
-    """The part of the notes with the memory and warm-up lines: between the table and the builds line."""
-    return notes(render_speed_stats(results, suite, judge(results, suite))).split("\n\n")[-2]
+    """The part of the notes with the memory and warm-up lines, each a paragraph of its own: between the
+    table and the builds line."""
+    return "\n".join(notes(render_speed_stats(results, suite, judge(results, suite))).split("\n\n")[-3:-1])
 
 
 def test_the_memory_line_after_the_block_gives_the_signed_change_byte_for_byte():

@@ -21,7 +21,7 @@ from pathlib import Path
 import jinja2
 
 from speedstats import verdict as verdicts
-from speedstats.analysis.paired import head_starts_first
+from speedstats.analysis.paired import TIME_BUDGET, head_starts_first
 from speedstats.casekinds import case_id_for
 from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
 from speedstats.errors import UserError
@@ -262,7 +262,7 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
                                     templates_dir)
     if machine_notes:  # right after the block: a disturbed machine is said before anything else
         body = f"{body}\n\n{machine_notes}"
-    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict, show_memory),
+    notes = render_template(NOTES_TEMPLATE, speed_stats_notes_context(results, verdict, show_memory, suite),
                             templates_dir)
     if notes:
         body = f"{body}\n\n{notes}"
@@ -289,7 +289,30 @@ def _cell(text):
     return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
 
 
-def _paired_row(case, row):
+SETTLE_ROUNDS = 10  # the rounds whose cost the advice for a case left likely slower gives
+
+
+def _settle(case, row, rule, max_cv):
+    """What would settle a case left likely slower: a quieter machine when this run's was not quiet (a
+    disturbed round, an unsteady control, figures that scatter beyond max_cv), else more rounds, with the
+    fields that allow them and what they cost here."""
+    moved = (case.disturbance or (row.control is not None and row.control.steady is False)
+             or any(fw.remeasured for fw in case.frameworks.values())
+             or unstable_contenders(case.frameworks, max_cv))
+    if moved:
+        return trusted("this run's machine was not quiet (its rounds scattered or it moved): measure again "
+                       "on a quieter one to settle it")
+    text = f"more rounds would settle it here: raise head_vs_base's max_rounds (now {rule['max_rounds']})"
+    if case.paired is not None and case.paired.stopped == TIME_BUDGET and rule.get("case_cap_factor"):
+        text += f" and case_cap_factor (now {rule['case_cap_factor']:g}), whose time budget stopped it"
+    round_s = sum(fw.per_iter_s * (fw.round_iterations or 1) for role, fw in case.frameworks.items()
+                  if role in (HEAD, BASE, PYTORCH) and fw.ok)
+    if round_s:
+        text += f"; {SETTLE_ROUNDS} more rounds of each build take about {SETTLE_ROUNDS * round_s:.0f}s"
+    return trusted(text)
+
+
+def _paired_row(case, row, rule, max_cv):
     """A HeadVsBase (computed by the verdict) in printed units, for the notes template."""
     control = None
     if row.control is not None:
@@ -307,6 +330,7 @@ def _paired_row(case, row):
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
         "disagree": bool(case.paired and case.paired.disagree),
         "hidden_work": _hidden_work(case, row),
+        "settle": _settle(case, row, rule, max_cv) if row.leaning == verdicts.LIKELY_SLOWER else None,
         "start_order": _percent(case.paired.start_order) if case.paired else None,
         "pairs": [{"change": _percent(p.get("ratio")), "low": _percent(p.get("low")),
                    "high": _percent(p.get("high")),
@@ -349,8 +373,8 @@ def disturbed_line(case_id, disturbance):
 
 
 def machine_notes_context(results, suite=None):
-    """What machine_notes.md.j2 sees: lines for disturbed cases, unstable figures, a GPU that was not
-    quiet before the first case, and builds run through minor version compatibility."""
+    """What machine_notes.md.j2 sees: lines for cases not measured, disturbed cases, unstable figures, a
+    GPU that was not quiet before the first case, and builds run through minor version compatibility."""
     spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
     max_cv = spec.cv_limit(results.device)
     disturbed, unstable = [], []
@@ -376,6 +400,8 @@ def machine_notes_context(results, suite=None):
     driver_notes = [
         markdown_safe(n, MACHINE_NOTE_TEXT_LIMIT) for n in (machine.get("driver") or {}).get("notes") or []
     ]
+    skipped = [trusted(f"{MACHINE_WARNING}{markdown_safe(case.id, MACHINE_NOTE_TEXT_LIMIT)}: not measured, "
+                       f"{markdown_safe(case.reason, MACHINE_NOTE_TEXT_LIMIT)}") for case in results.skipped]
     if unstable:  # one line for all: on a noisy machine every case may have one
         unstable = [trusted(f"{MACHINE_WARNING}Unstable figures, their rounds scatter with a coefficient of "
                      f"variation above {max_cv * 100:g}%: {'; '.join(unstable)}")]
@@ -384,6 +410,7 @@ def machine_notes_context(results, suite=None):
         "unstable": unstable,
         "not_quiet": not_quiet,
         "driver_notes": driver_notes,
+        "skipped": skipped,
     }
 
 
@@ -502,11 +529,13 @@ def warmup_line(results, verdict):
                    + "; ".join(parts))
 
 
-def speed_stats_notes_context(results, verdict, show_memory=False):
+def speed_stats_notes_context(results, verdict, show_memory=False, suite=None):
     """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations, memory
     lines and the builds line; verdict is verdicts.judge's for these results."""
     with_base = verdicts.with_baseline(results)
-    rows = [_paired_row(c, row) for c, row in zip(results.cases, verdict.head_vs_base)]
+    spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
+    rows = [_paired_row(c, row, verdict.rule, spec.cv_limit(results.device))
+            for c, row in zip(results.cases, verdict.head_vs_base)]
     confirmed, cleared = [], []
     for case in results.cases:
         status = (case.confirmation or {}).get("status")
