@@ -13,6 +13,8 @@ It speaks the endpoints the bot uses, closely enough for PyGithub:
     GET    /user                                       (403 for an installation token, as GITHUB_TOKEN)
     GET    /repos/{o}/{r}/actions/runs/{id}/jobs       (filter=latest: each job's latest attempt; or all)
     POST   /graphql                                    (the minimizeComment mutation only)
+    POST   /repos/{o}/{r}/check-runs                   PATCH /repos/{o}/{r}/check-runs/{id}
+    GET    /repos/{o}/{r}/commits/{sha}/check-runs     (check_name; filter=latest per name and app, or all)
 
 Comments: a body over 65,536 characters is a 422, as on GitHub. A created comment's @mentions are
 recorded in gh.notified (an edit notifies nobody, so edits record none); a hidden comment carries
@@ -38,6 +40,13 @@ Usage:
 Authentication: a request must carry `Authorization: token T` (or `Bearer T`) for a token added with
 add_token, else 401 "Bad credentials". A token added with write=False gets the 403 "Resource not
 accessible by integration" that GitHub gives a fork's pull request on every write.
+
+Check runs (the Checks API): only a GitHub App's token may write them: a person's token (one that
+GET /user answers) gets 403 "You must authenticate via a GitHub App.", a token added with checks=False
+(no `checks: write`) or write=False the 403 "Resource not accessible by integration". name and head_sha
+(a commit the repository has) are required, a conclusion is one of GitHub's and goes with status
+completed, an output has both title and summary, and a summary or text over 65,535 characters is a
+422, as on GitHub. gh.check_runs(repo, sha) gives them, oldest first.
 
 Faults: fail() answers matching requests with a status (a 403 with retry_after is a secondary rate
 limit); with after=True the request takes effect first and then fails, like a 5xx behind which
@@ -85,6 +94,7 @@ class Token:
     # GITHUB_TOKEN among them, gets 403 "Resource not accessible by integration".
     answers_user: bool = False
     may_minimize: bool = True  # GraphQL minimizeComment
+    checks: bool = True  # `checks: write`: create and update check runs (an app's token only)
 
 
 @dataclass
@@ -154,6 +164,16 @@ class _Job:
 
 
 @dataclass
+class _CheckRun:
+    id: int
+    repo: str
+    name: str
+    head_sha: str
+    app: str  # the login of the app's token that created it
+    fields: dict = field(default_factory=dict)  # status, conclusion, details_url, output, ...
+
+
+@dataclass
 class _Artifact:
     id: int
     run_id: int
@@ -172,6 +192,7 @@ class FakeGitHub:
         self._runs: dict[str, dict[int, _Run]] = {}
         self._artifacts: dict[int, _Artifact] = {}
         self._jobs: dict[int, _Job] = {}
+        self._check_runs: dict[int, _CheckRun] = {}
         self.notified: list[tuple[int, str]] = []  # (comment id, login) for each @mention of a new comment
         self._faults: list[Fault] = []
         self._holds: list[Hold] = []
@@ -229,13 +250,14 @@ class FakeGitHub:
     # -- setting up state ------------------------------------------------------------------------------
 
     def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot", answers_user=None,
-                  may_minimize=True):
-        """answers_user: whether GET /user says who the token is (default: for a User's token only)."""
+                  may_minimize=True, checks=True):
+        """answers_user: whether GET /user says who the token is (default: for a User's token only);
+        checks: whether it has `checks: write`."""
         if answers_user is None:
             answers_user = user_type != "Bot"
         with self._lock:
             self._tokens[token] = Token(login=login, write=write, user_type=user_type,
-                                        answers_user=answers_user, may_minimize=may_minimize)
+                                        answers_user=answers_user, may_minimize=may_minimize, checks=checks)
 
     def add_repo(self, repo):
         with self._lock:
@@ -361,6 +383,14 @@ class FakeGitHub:
     def labels(self, repo, number):
         with self._lock:
             return list(self._repos[repo][number].labels)
+
+    def check_runs(self, repo, sha=None):
+        """The check runs of a repository (of one commit), oldest first: dicts with id, name, head_sha,
+        app and the fields as last written (status, conclusion, details_url, output, ...)."""
+        with self._lock:
+            return [dict(c.fields, id=c.id, name=c.name, head_sha=c.head_sha, app=c.app)
+                    for c in sorted(self._check_runs.values(), key=lambda c: c.id)
+                    if c.repo == repo and sha in (None, c.head_sha)]
 
     def requests_matching(self, method, path):
         with self._lock:
@@ -839,6 +869,152 @@ def _graphql(h, token, record):
         return _Reply(200, {"errors": [{"message": message}]})
     comment["minimized"] = classifier
     return _Reply(200, {"data": {"minimizeComment": {"minimizedComment": {"isMinimized": True}}}})
+
+
+# -- the Checks API ---------------------------------------------------------------------------------------
+
+APP_ONLY_MESSAGE = "You must authenticate via a GitHub App."
+MAX_CHECK_TEXT = 65535
+CHECK_STATUSES = ("queued", "in_progress", "completed")
+CHECK_CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale",
+                     "timed_out")
+
+
+def _invalid(detail):
+    return _error(422, f"Invalid request.\n\n{detail}")
+
+
+def _check_write(token):
+    if token.answers_user:  # a person's token: the Checks API is for GitHub Apps only
+        raise _error(403, APP_ONLY_MESSAGE)
+    if not token.write or not token.checks:
+        raise _error(403, FORK_MESSAGE)
+
+
+def _known_commits(h, repo):
+    shas = {sha for issue in h.fake._repos.get(repo, {}).values() for sha in issue.commits}
+    return shas | {run.head_sha for run in h.fake._runs.get(repo, {}).values()}
+
+
+def _check_fields(h, payload, current):
+    """The fields of a check run after payload is applied to current, checked as GitHub checks them."""
+    fields = dict(current)
+    for key in ("details_url", "external_id", "status", "conclusion", "started_at", "completed_at", "output"):
+        if key in payload:
+            fields[key] = payload[key]
+    for key in ("details_url", "external_id", "started_at", "completed_at"):
+        if fields.get(key) is not None and not isinstance(fields[key], str):
+            raise _invalid(f"For 'properties/{key}', {json.dumps(fields[key])} is not a string.")
+    if fields.get("status") not in (None, *CHECK_STATUSES):
+        raise _invalid(f"For 'properties/status', {json.dumps(fields['status'])} is not one of "
+                       f"{list(CHECK_STATUSES)}.")
+    if "conclusion" in payload:
+        if payload["conclusion"] not in CHECK_CONCLUSIONS:
+            raise _invalid(f"For 'properties/conclusion', {json.dumps(payload['conclusion'])} is not one of "
+                           f"{list(CHECK_CONCLUSIONS)}.")
+        if payload.get("status", "completed") != "completed":
+            raise _invalid("\"conclusion\" can only be given with a status of \"completed\".")
+        fields["status"] = "completed"  # GitHub: a conclusion completes the check run
+    elif fields.get("status") == "completed" and not fields.get("conclusion"):
+        raise _invalid("\"conclusion\" wasn't supplied.")
+    if "completed_at" in payload and not fields.get("conclusion"):
+        raise _invalid("\"conclusion\" wasn't supplied.")
+    if fields.get("status") == "completed":
+        fields.setdefault("completed_at", h.fake._tick())
+    fields.setdefault("status", "queued")
+    fields.setdefault("started_at", h.fake._tick())
+    output = payload.get("output")
+    if "output" in payload:
+        if not isinstance(output, dict):
+            raise _invalid("For 'properties/output', it is not an object.")
+        for key in ("title", "summary"):
+            if not isinstance(output.get(key), str):
+                raise _invalid(f"\"{key}\" wasn't supplied.")
+        for key in ("summary", "text"):
+            value = output.get(key)
+            if isinstance(value, str) and len(value) > MAX_CHECK_TEXT:
+                raise _invalid(f"Only {MAX_CHECK_TEXT} characters are allowed; {len(value)} were supplied.")
+    return fields
+
+
+def _check_run_json(h, check):
+    fields, repo = check.fields, check.repo
+    output = fields.get("output") or {}
+    slug = check.app.removesuffix("[bot]")
+    return {
+        "id": check.id, "node_id": f"CR_{check.id}", "name": check.name, "head_sha": check.head_sha,
+        "external_id": fields.get("external_id") or "", "status": fields.get("status"),
+        "conclusion": fields.get("conclusion"), "started_at": fields.get("started_at"),
+        "completed_at": fields.get("completed_at"),
+        "url": f"{h.base}/repos/{repo}/check-runs/{check.id}",
+        "html_url": f"{h.base}/{repo}/runs/{check.id}",
+        "details_url": fields.get("details_url") or f"{h.base}/{repo}/runs/{check.id}",
+        "output": {"title": output.get("title"), "summary": output.get("summary"), "text": output.get("text"),
+                   "annotations_count": 0,
+                   "annotations_url": f"{h.base}/repos/{repo}/check-runs/{check.id}/annotations"},
+        "check_suite": {"id": 5000}, "app": {"id": abs(hash(slug)) % 10**6, "slug": slug, "name": slug},
+        "pull_requests": [],
+    }
+
+
+@_route("POST", _REPO + r"/check-runs")
+def _create_check_run(h, token, record, repo):
+    if repo not in h.fake._repos:
+        raise _error(404, "Not Found")
+    _check_write(token)
+    payload = h._json_body(record)
+    for key in ("name", "head_sha"):
+        if not isinstance(payload.get(key), str) or not payload[key]:
+            raise _invalid(f"\"{key}\" wasn't supplied.")
+    if payload["head_sha"] not in _known_commits(h, repo):
+        raise _error(422, f"No commit found for SHA: {payload['head_sha']}")
+    fields = _check_fields(h, payload, {})
+    h.fake._next_id += 1
+    check = _CheckRun(h.fake._next_id, repo, payload["name"], payload["head_sha"], token.login, fields)
+    h.fake._check_runs[check.id] = check
+    return _Reply(201, _check_run_json(h, check))
+
+
+@_route("PATCH", _REPO + r"/check-runs/(?P<check_id>\d+)")
+def _update_check_run(h, token, record, repo, check_id):
+    check = h.fake._check_runs.get(int(check_id))
+    if check is None or check.repo != repo:
+        raise _error(404, "Not Found")
+    _check_write(token)
+    if token.login != check.app:  # an app updates its own check runs only
+        raise _error(403, FORK_MESSAGE)
+    payload = h._json_body(record)
+    if "name" in payload:
+        if not isinstance(payload["name"], str) or not payload["name"]:
+            raise _invalid("\"name\" wasn't supplied.")
+        check.name = payload["name"]
+    check.fields = _check_fields(h, payload, check.fields)
+    return _Reply(200, _check_run_json(h, check))
+
+
+@_route("GET", _REPO + r"/commits/(?P<sha>[^/]+)/check-runs")
+def _list_check_runs(h, token, record, repo, sha):
+    if repo not in h.fake._repos:
+        raise _error(404, "Not Found")
+    if sha not in _known_commits(h, repo):
+        raise _error(422, f"No commit found for SHA: {sha}")
+    query = {k: v[0] for k, v in record.query.items()}
+    checks = [c for c in sorted(h.fake._check_runs.values(), key=lambda c: -c.id)
+              if c.repo == repo and c.head_sha == sha]
+    if "check_name" in query:
+        checks = [c for c in checks if c.name == query["check_name"]]
+    if "status" in query:
+        checks = [c for c in checks if c.fields.get("status") == query["status"]]
+    if query.get("filter", "latest") == "latest":  # the newest of each name, per app
+        seen, latest = set(), []
+        for check in checks:
+            if (check.name, check.app) not in seen:
+                seen.add((check.name, check.app))
+                latest.append(check)
+        checks = latest
+    items = [_check_run_json(h, c) for c in checks]
+    chunk, headers = h._paginate(record, items)
+    return _Reply(200, {"total_count": len(items), "check_runs": chunk}, headers)
 
 
 def _signature(artifact_id):
