@@ -114,11 +114,29 @@ def test_torch_2_14_1_on_pascal_or_volta_names_torch_2_7_1(nvml, capability):
         f"(compute capability {capability}): {ADVICE_2_7_1}")
 
 
-def test_a_build_that_does_not_tell_its_architectures_is_not_checked(nvml):
-    nvml("6.1")
-    oneflow = {"family": "oneflow", "packages": {"oneflow": {"version": "0.9.0", "cuda": "11070",
-                                                             "cuda_archs": None}}}
+def test_a_build_that_does_not_tell_its_architectures_is_not_checked_by_a_list(nvml):
+    nvml("6.1")  # the one-op probe decides for such a build (bench.gpu_probe, tests/test_run_gpus.py)
+    oneflow = {"family": "oneflow", "packages": {"oneflow": {"version": "0.9.1.dev20240101+cu118",
+                                                             "cuda": "11080", "cuda_archs": None}}}
     check_architectures({"oneflow": oneflow, "pytorch": pytorch("2.7.1", None)}, gpu_facts())
+
+
+@pytest.mark.parametrize("capability", ["6.1", "7.0", "8.6"])
+def test_pypi_oneflow_0_9_0_runs_from_pascal_to_ampere(nvml, capability):
+    nvml(capability)
+    oneflow = {"family": "oneflow", "packages": {"oneflow": {"version": "0.9.0", "cuda": "11070"}}}
+    check_architectures({"oneflow": oneflow}, gpu_facts())
+
+
+def test_pypi_oneflow_0_9_0_has_no_kernels_for_hopper(nvml):
+    """Its liboneflow's fatbin holds sm_60 to sm_86 and no PTX (driver_check.KNOWN_ARCHS)."""
+    nvml("9.0")
+    oneflow = {"family": "oneflow", "packages": {"oneflow": {"version": "0.9.0", "cuda": "11070"}}}
+    with pytest.raises(UserError) as error:
+        check_architectures({"oneflow": oneflow}, gpu_facts())
+    assert str(error.value) == (
+        "OneFlow build oneflow 0.9.0 (sm_60 sm_61 sm_70 sm_75 sm_80 sm_86) has no kernels for GPU 0 NVIDIA "
+        "H100 80GB HBM3 (compute capability 9.0): use a OneFlow build compiled for compute capability 9.0")
 
 
 def test_a_oneflow_build_without_kernels_for_the_gpu_fails_naming_the_capability(nvml):
@@ -199,7 +217,7 @@ def run_cuda(tmp_path, monkeypatch, capsys, *args):
 def test_run_on_a_blackwell_gpu_with_the_image_torch_exits_2_before_the_lock(tmp_path, monkeypatch, capsys,
                                                                                 nvml):
     nvml("10.0", driver="580.95.05", cuda=13000)
-    rc, last = run_cuda(tmp_path, monkeypatch, capsys)
+    rc, last = run_cuda(tmp_path, monkeypatch, capsys, "--only", "pytorch")  # OneFlow 0.9.0 has none either
     assert rc == 2
     assert last == (
         "speedstats: error: PyTorch build torch 2.7.1 (sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90) has no "

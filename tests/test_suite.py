@@ -150,6 +150,7 @@ def test_user_file_overrides_fields_adds_and_skips_cases(tmp_path):
     ("extends: default\ncases:\n  - {id: resnet50-bs16, env: {A: [1]}}\n",
      "cases[0] (resnet50-bs16): field 'env.A' must be a string or a number, got [1]"),
     ("extends: default\nenv: [A=1]\n", "field 'env' must map variable names to values"),
+    ("extends: default\ntoo_few_gpus: wait\n", "field 'too_few_gpus' must be one of skip, fail, got 'wait'"),
 ])
 def test_bad_suite_names_the_file_and_field(tmp_path, text, message):
     path = tmp_path / "suite.yml"
@@ -160,6 +161,13 @@ def test_bad_suite_names_the_file_and_field(tmp_path, text, message):
     assert "\n" not in str(err.value)
     if "profile" not in message:
         assert str(err.value).startswith(str(path))
+
+
+def test_too_few_gpus_is_skip_by_default_and_a_file_may_make_it_fail(tmp_path):
+    assert load_suite(profile="default").too_few_gpus == "skip"
+    path = tmp_path / "suite.yml"
+    path.write_text("extends: default\ntoo_few_gpus: fail\n")
+    assert load_suite(path).too_few_gpus == "fail"
 
 
 def test_skip_true_drops_a_case_without_extends_too(tmp_path):

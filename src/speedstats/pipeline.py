@@ -99,6 +99,7 @@ def _run_steps(options, progress):
     if options.attribute is not None:
         suite.attribute = options.attribute
     device = resolve_device(options.device)
+    skipped = skip_cases_beyond_the_gpus(suite, device, progress)
     bundle_identity = bundle_identity_or_fail(options.bundle)
     if options.history:
         from speedstats.history import check_history_file
@@ -116,7 +117,8 @@ def _run_steps(options, progress):
     builds = prepare_builds(requests, cache, keep_builds, progress)
     if device == "cuda":
         check_driver_or_fail(builds, device, progress)
-    results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress)
+    results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress,
+                      skipped)
     if options.baseline_missing and BASE not in contenders:
         results.baseline_missing = one_line(options.baseline_missing, BASELINE_MISSING_LIMIT)
         write_atomic(out / RESULTS_FILE, results.to_json())
@@ -240,6 +242,32 @@ def apply_rounds(suite, rounds):
         case.rounds = rounds
 
 
+def skip_cases_beyond_the_gpus(suite, device, progress):
+    """On CUDA, before the lock: the cases that need more GPUs than this runner has (a DDP case's ranks
+    take one each) are taken out of the suite; their results.SkippedCase records, for a line each after
+    the block. With the suite's `too_few_gpus: fail`, or when no case is left, a UserError naming them."""
+    if device != "cuda":
+        return []
+    from speedstats.gpuinfo import visible_gpu_count
+    from speedstats.results import SkippedCase
+    from speedstats.suite import TOO_FEW_GPUS_FAIL, gpu_shortfall
+
+    gpus = visible_gpu_count()
+    lacking = suite.needing_more_gpus(gpus)
+    if not lacking:
+        return []
+    shortfall = gpu_shortfall(lacking, gpus)
+    if suite.too_few_gpus == TOO_FEW_GPUS_FAIL:
+        raise UserError(f"{shortfall} (the suite's too_few_gpus: fail; 'skip' leaves them out with a line "
+                        "in the comment)")
+    if len(lacking) == len(suite.cases):
+        raise UserError(f"no case of the suite runs here: {shortfall}")
+    left_out = {case.id for case, _ in lacking}
+    suite.cases = [case for case in suite.cases if case.id not in left_out]
+    progress(f"speedstats: not measured: {shortfall} (the suite's too_few_gpus: skip)")
+    return [SkippedCase(id=case.id, reason=why) for case, why in lacking]
+
+
 def resolve_device(device):
     from speedstats.gpuinfo import nvml_gpu_name
 
@@ -303,8 +331,10 @@ def lock_timeout_or_fail(suite, lock_timeout):
 
 def check_driver_or_fail(builds, device, progress):
     """On CUDA, before the lock: a build made for a newer CUDA than the driver supports, or without
-    kernels for one of the run's GPUs, fails now."""
+    kernels for one of the run's GPUs (its architecture list; a build without one runs an op on each
+    GPU, bench.gpu_probe), fails now."""
     from speedstats.bench.driver_check import check_architectures, check_driver
+    from speedstats.bench.gpu_probe import check_builds_run
     from speedstats.bench.machine_state import Gpus, gpu_indices
 
     gpus = Gpus(gpu_indices(device))
@@ -315,6 +345,7 @@ def check_driver_or_fail(builds, device, progress):
     for note in check_driver(builds, driver):
         progress(f"speedstats: {note}")
     check_architectures(builds, gpu_facts)
+    check_builds_run(builds, gpu_facts, progress)
 
 
 def keep_builds_or_fail(keep_builds):
@@ -346,9 +377,10 @@ def prepare_builds(requests, cache, keep_builds, progress):
     return builds
 
 
-def measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress):
-    """Every case of the suite, under the device lock; the Results. A cancelled run (SIGINT, SIGTERM)
-    writes the comment of the cases it finished, then raises bench.runner.RunCancelled."""
+def measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress, skipped=()):
+    """Every case of the suite, under the device lock; the Results (with the cases `skipped`). A cancelled
+    run (SIGINT, SIGTERM) writes the comment of the cases it finished, then raises
+    bench.runner.RunCancelled."""
     from speedstats.bench.dataset import ensure_imagefolder
     from speedstats.bench.runner import RunCancelled, SuiteRunner
     from speedstats.gpuinfo import device_name
@@ -364,7 +396,7 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device), builds=builds, contenders=contenders,
                              confirm=suite.confirm and not options.no_confirm, quiet_wait_s=lock_timeout,
-                             case_scope=case_scope)
+                             case_scope=case_scope, skipped=skipped)
         try:
             return runner.run()
         except RunCancelled as exc:

@@ -231,6 +231,16 @@ class Machine:
 
 
 @dataclass
+class SkippedCase:
+    """A case of the suite that the run did not measure, and why (a DDP case needing more GPUs than the
+    runner has: see the suite's `too_few_gpus`)."""
+
+    OPEN_RECORD = True
+    id: str = setting()
+    reason: str = setting()
+
+
+@dataclass
 class Results:
     """One run of a suite: where it ran, with which versions, and one record per case."""
 
@@ -253,6 +263,8 @@ class Results:
     baseline_missing: str | None = setting(None)
     # The machine once per run (see bench.machine_state): CPU, driver, each GPU, the quiet check.
     machine: dict | None = setting(None, record=Machine)
+    # The suite's cases this run did not measure: a line each after the block.
+    skipped: list[SkippedCase] = setting(factory=list, record=SkippedCase)
     schema: str = setting(SCHEMA, choices=(SCHEMA,))
 
     def check(self, where):

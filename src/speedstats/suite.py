@@ -111,6 +111,7 @@ def _budget_share(value, where, name):
 
 ATTRIBUTE_SLOWER, ATTRIBUTE_ALWAYS, ATTRIBUTE_NEVER = "slower", "always", "never"
 ATTRIBUTE_CHOICES = (ATTRIBUTE_SLOWER, ATTRIBUTE_ALWAYS, ATTRIBUTE_NEVER)
+TOO_FEW_GPUS_SKIP, TOO_FEW_GPUS_FAIL = "skip", "fail"
 
 
 # A case's fields that default to the suite's own (its `warmup:`, `env:` ...; a case's env goes on top).
@@ -173,6 +174,9 @@ class Suite:
     timeout_s: float = setting(1800.0, minimum=1)
     interleave: bool = True
     lock_timeout_s: float = setting(3600.0, minimum=0)
+    # A case that needs more GPUs than the runner has (a DDP case's world_size): skipped, with a line after
+    # the block, or the run exits 2 before the device lock, naming it.
+    too_few_gpus: str = setting(TOO_FEW_GPUS_SKIP, choices=(TOO_FEW_GPUS_SKIP, TOO_FEW_GPUS_FAIL))
     show_memory: bool = False  # the comment adds each case's peak memory lines
     memory_sampling: bool = True  # the runner samples each worker's memory during its rounds (bench.memory)
     builds: BuildsSpec = field(default_factory=BuildsSpec)
@@ -197,6 +201,22 @@ class Suite:
             if case.id == case_id:
                 return case
         return None
+
+    def needing_more_gpus(self, gpus):
+        """[(case, why)] of the cases a runner with `gpus` GPUs cannot run: a DDP case's ranks take a GPU
+        each."""
+        return [(case, f"needs {case.world_size} GPUs, this runner has {gpus}")
+                for case in self.cases if case.ddp and case.world_size > gpus]
+
+
+def gpu_shortfall(lacking, gpus):
+    """One text for the cases of Suite.needing_more_gpus: "a, b need 2 GPUs, this runner has 1"."""
+    by_size = {}
+    for case, _ in lacking:
+        by_size.setdefault(case.world_size, []).append(case.id)
+    parts = [f"{', '.join(ids)} need{'s' if len(ids) == 1 else ''} {size} GPUs"
+             for size, ids in sorted(by_size.items())]
+    return f"{'; '.join(parts)}, this runner has {gpus}"
 
 
 def builtin_profiles():

@@ -10,8 +10,9 @@ See docs/runner.md ("Which driver runs which build") for the table.
 
 It also checks that each build has kernels for each GPU of the run: the GPU's compute capability
 (NVML) against the architectures the build was compiled for (its probe: torch._C._cuda_getArchFlags();
-OneFlow 0.9.0 does not tell, and is not checked). A GPU no build kernel runs on fails the run the same
-way, naming the PyTorch build to use (docs/runner.md, "Which PyTorch runs on which GPU").
+OneFlow does not tell: PyPI's 0.9.0 from KNOWN_ARCHS, any other OneFlow build by running a tiny op on
+each GPU, bench.gpu_probe). A GPU no build kernel runs on fails the run the same way, naming the
+PyTorch build to use (docs/runner.md, "Which PyTorch runs on which GPU").
 """
 
 import re
@@ -23,6 +24,9 @@ from speedstats.errors import UserError
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 # Builds that report no CUDA version themselves: (package, version) -> CUDA version.
 KNOWN_BUILDS = {("oneflow", "0.9.0"): "11.7"}
+# Builds that do not tell their architectures: (package, version) -> the cubins they carry. PyPI's
+# oneflow 0.9.0 (cu117): the .nv_fatbin of its liboneflow holds sm_60 to sm_86 and no PTX, so no Hopper.
+KNOWN_ARCHS = {("oneflow", "0.9.0"): ("sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86")}
 # The CUDA versions PyTorch publishes builds for (https://download.pytorch.org/whl/cuXYZ).
 PYTORCH_CUDA_BUILDS = ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0")
 PACKAGE = {family: of_family(family).package for family in FAMILIES}
@@ -150,8 +154,9 @@ def build_archs(provenance):
     family = provenance.get("family", "oneflow")
     package = PACKAGE.get(family, family)
     entry = (provenance.get("packages") or {}).get(package) or {}
-    archs = entry.get("cuda_archs")
-    return package, entry.get("version") or "", list(archs) if archs else None
+    version = entry.get("version") or ""
+    archs = entry.get("cuda_archs") or KNOWN_ARCHS.get((package, version))
+    return package, version, list(archs) if archs else None
 
 
 def pytorch_for(capability):

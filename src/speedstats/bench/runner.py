@@ -89,8 +89,9 @@ class SuiteRunner:
 
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
                  builds=None, contenders=None, confirm=True, rule=None, quiet_wait_s=None, watch=None,
-                 worker_program=WORKER_PROGRAM, case_scope=None):
+                 worker_program=WORKER_PROGRAM, case_scope=None, skipped=()):
         self.suite = suite
+        self.skipped = list(skipped)  # results.SkippedCase of the suite's cases this run does not measure
         self.device = device
         # Workers run in their control folders: every path they are given must be absolute.
         self.out_dir = Path(out_dir).resolve()
@@ -116,7 +117,8 @@ class SuiteRunner:
         results = Results(suite=self.suite.name, device=self.device, gpu_name=self.gpu_name,
                           versions=package_versions(), started_at=now_iso(),
                           builds={role: dict(self.builds[role].provenance)
-                                  for role in self.contenders if role in self.builds})
+                                  for role in self.contenders if role in self.builds},
+                          skipped=list(self.skipped))
         results_path = self.out_dir / "results.json"
         total = len(self.suite.cases)
         if self.watch is None:
