@@ -2,7 +2,7 @@
 
 It speaks the endpoints the bot uses, closely enough for PyGithub:
 
-    GET    /repos/{o}/{r}                              GET /repos/{o}/{r}/issues/{n}
+    GET    /repos/{o}/{r}  (with `permissions`)        GET /repos/{o}/{r}/issues/{n}
     GET    /repos/{o}/{r}/issues/{n}/comments          POST /repos/{o}/{r}/issues/{n}/comments
     PATCH  /repos/{o}/{r}/issues/comments/{id}         DELETE /repos/{o}/{r}/issues/comments/{id}
     GET    /repos/{o}/{r}/issues/{n}/labels            DELETE /repos/{o}/{r}/issues/{n}/labels/{name}
@@ -691,7 +691,9 @@ def _get_user(h, token, record):
 def _get_repo(h, token, record, repo):
     if repo not in h.fake._repos:
         raise _error(404, "Not Found")
-    return _Reply(200, h._repo_json(repo))
+    # The access GitHub reports for the token's holder: a write=False token's is read-only.
+    access = {"admin": False, "maintain": False, "push": token.write, "triage": token.write, "pull": True}
+    return _Reply(200, {**h._repo_json(repo), "permissions": access})
 
 
 @_route("GET", _REPO + r"/issues/(?P<number>\d+)")

@@ -6,6 +6,7 @@ answers with the real module's constants and error classes' behaviour (an NVMLEr
 value is its subclass; str() is NVML's text), from a plain dict per GPU.
 """
 
+import importlib.machinery
 import types
 
 NVML_ERROR_NOT_SUPPORTED = 3
@@ -58,6 +59,8 @@ def gpu(**overrides):
         "mig": [0, 0],
         "ecc_uncorrected": 0,
         "compute_capability": (9, 0),
+        "app_sm_clock": 1980,  # application clocks: "NOT_SUPPORTED" on most GeForce cards
+        "default_app_sm_clock": 1980,
     }
     state.update(overrides)
     return state
@@ -66,6 +69,7 @@ def gpu(**overrides):
 def fake_nvml(gpus, driver="580.95.05", cuda=13000, init_error=None):
     """A pynvml module over `gpus` (a list of gpu() dicts); a value of NOT_SUPPORTED raises NotSupported."""
     nvml = types.ModuleType("pynvml")
+    nvml.__spec__ = importlib.machinery.ModuleSpec("pynvml", None)  # as an imported module has (find_spec)
     nvml.NVMLError = NVMLError
     nvml.NVMLError_NotSupported = NVMLError_NotSupported
     nvml.NVML_ERROR_NOT_SUPPORTED = NVML_ERROR_NOT_SUPPORTED
@@ -113,6 +117,8 @@ def fake_nvml(gpus, driver="580.95.05", cuda=13000, init_error=None):
     nvml.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: answer(h["ecc_uncorrected"])
     nvml.nvmlDeviceGetCudaComputeCapability = lambda h: answer(h["compute_capability"])
     nvml.nvmlDeviceGetTotalEnergyConsumption = lambda h: answer(h["energy_mj"])
+    nvml.nvmlDeviceGetApplicationsClock = lambda h, kind: answer(h["app_sm_clock"])
+    nvml.nvmlDeviceGetDefaultApplicationsClock = lambda h, kind: answer(h["default_app_sm_clock"])
 
     def processes(h):
         answer(h["processes"])

@@ -182,6 +182,38 @@ def _one_device_lock(name, stem, timeout_s, lock_dir, stream):
         os.close(fd)
 
 
+def lock_states(device, lock_dir=None):
+    """What a run on `device` would find, without taking or making anything: for each of its locks
+    (name, path, holder, problem). holder: None when free, else what the file says of its holder
+    ("pid N since T", or "another process"); problem: why a run could not open the lock, or None."""
+    folder = Path(lock_dir or default_lock_dir())
+    states = []
+    for name, stem in lock_targets(device):
+        path = folder / f"{stem}.lock"
+        holder = problem = None
+        if path.exists():
+            if not os.access(path, os.W_OK):
+                problem = "the lock file is not writable: a run locks it without naming itself"
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError as exc:
+                states.append((name, path, None, f"cannot open the lock file: {exc.strerror}"))
+                continue
+            try:
+                # A shared lock, let go at once: it fails only while a run holds the device.
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = read_holder(path) or "another process"
+            finally:
+                os.close(fd)
+        else:
+            existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+            if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+                problem = f"cannot make the lock file: {existing or folder} is not a writable folder"
+        states.append((name, path, holder, problem))
+    return states
+
+
 @contextlib.contextmanager
 def device_lock(device, timeout_s, lock_dir=None, stream=None):
     """Hold the lock of `device` (or of each of several devices) for the body of the with-block.

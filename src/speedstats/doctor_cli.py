@@ -1,0 +1,202 @@
+"""`speedstats doctor`: in seconds, one table of what this runner needs for a suite and its builds, before
+the first pull request finds out late, inside the device lock.
+
+Each row is a check, ok / warning / fails, and what it found and what to do: the GPUs NVML sees and the
+cases they are too few for, each build (prepared as `run` prepares it) against each GPU's architecture
+(its kernel list, then one op on each GPU in a throwaway process) and against the driver, the GPUs'
+clock policy, GPU processes seen from a container, free disk for the builds' cache, /dev/shm for the
+DataLoader workers, the device lock's folder and holder, a short look at how quiet the machine is, and
+with a token what it may write (read-only calls). The checks are speedstats.bench.doctor's and
+speedstats.github.permissions'; nothing is measured, posted or locked.
+
+Exit 0 when no row fails, 2 when one does (or on bad input).
+"""
+
+import concurrent.futures
+import json
+import sys
+
+from speedstats.errors import EXIT_BAD_INPUT, UserError
+
+QUIET_SECONDS = 10.0
+
+
+def _progress(message):
+    print(f"speedstats: {message}", file=sys.stderr, flush=True)
+
+
+def prepare_builds(requests, cache):
+    """({role: bench.builds.Build}, rows): each build prepared as `run` prepares it, a row each; one that
+    cannot be prepared is a failed row, and left out of the checks that need it."""
+    from speedstats.bench.builds import prepare_build
+    from speedstats.bench.doctor import FAILS, OK, Row
+    from speedstats.bench.driver_check import build_cuda
+    from speedstats.contenders import LABELS
+    from speedstats.pipeline import check_frameworks_installed
+
+    def prepare(request):
+        try:
+            if request.installed:
+                check_frameworks_installed([request.family])
+            return prepare_build(request, cache, progress=_progress)
+        except UserError as exc:
+            return exc
+
+    # The installed builds' import probes side by side, the others one after another (the cache's locks).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(requests))) as pool:
+        probes = {r.role: pool.submit(prepare, r) for r in requests if r.installed}
+        outcomes = {r.role: prepare(r) for r in requests if not r.installed}
+        outcomes.update({role: probe.result() for role, probe in probes.items()})
+    builds, rows = {}, []
+    for request in requests:
+        check = f"{LABELS.get(request.role, request.role)} build"
+        outcome = outcomes[request.role]
+        if isinstance(outcome, UserError):
+            rows.append(Row(check, FAILS, str(outcome)))
+            continue
+        builds[request.role] = outcome
+        package, version, cuda = build_cuda(outcome.provenance)
+        found = f"CUDA {cuda[0]}.{cuda[1]}" if cuda else "no CUDA version told"
+        rows.append(Row(check, OK, f"{request.describe()}: {package} {version}, {found}"))
+    return builds, rows
+
+
+def _probe_unless_measuring(device):
+    """The one-op probe, or, while a run holds the device, a stand-in that tries nothing: an op on a GPU
+    being measured would disturb that run's rounds."""
+    from speedstats.bench.gpu_probe import ProbeResult
+    from speedstats.lock import lock_states
+
+    try:
+        holders = [holder for _, _, holder, _ in lock_states(device) if holder]
+    except UserError:
+        holders = []
+    if not holders:
+        return None
+
+    def not_now(build, indices):
+        return [ProbeResult(i, None, f"not tried while {holders[0]} holds the device (an op would disturb "
+                                     "its measurement); run doctor again when it is free") for i in indices]
+
+    return not_now
+
+
+def token_rows(args):
+    """The token's rows (github.permissions), or one saying there is no token to check."""
+    from speedstats.bench.doctor import FAILS, WARNING, Row
+    from speedstats.github import context
+
+    token = context.resolve_token(args.token)
+    if token is None:
+        return [Row("GitHub token", WARNING, "none given (GITHUB_TOKEN or --token): whether it can comment, "
+                                             "edit labels and create check runs is not checked")]
+    try:
+        repo = context.resolve_repo(args.repo)
+    except UserError as exc:
+        return [Row("GitHub token", FAILS, str(exc))]
+    from speedstats.github.client import GitHubClient, RetryPolicy
+    from speedstats.github.permissions import token_rows as rows_of
+
+    client = GitHubClient(token, context.resolve_api_url(args.api_url),
+                          RetryPolicy.from_env(None, args.github_deadline))
+    return [Row(*row) for row in rows_of(client, repo)]
+
+
+def table(rows):
+    """The rows as an aligned text table, one line each."""
+    width = max([len("CHECK")] + [len(row.check) for row in rows])
+    lines = [f"{'CHECK':<{width}}  {'STATUS':<7}  WHAT IT FOUND, WHAT TO DO"]
+    lines += [f"{row.check:<{width}}  {row.status:<7}  {row.text}" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def doctor_command(args):
+    import os
+    from pathlib import Path
+
+    from speedstats.bench import doctor
+    from speedstats.bench.machine_state import Gpus
+    from speedstats.fsutil import write_stdout
+    from speedstats.gpuinfo import visible_gpu_count
+    from speedstats.pipeline import DEFAULT_CACHE, build_requests, keep_builds_or_fail
+    from speedstats.suite import load_suite
+
+    if not 0 <= args.quiet_seconds <= 600:
+        raise UserError(f"--quiet-seconds: must be between 0 and 600, got {args.quiet_seconds:g}")
+    suite = load_suite(args.suite, args.profile)
+    requests, contenders = build_requests(suite, args)
+    keep_builds = keep_builds_or_fail(args.keep_builds)
+    cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
+    count = 0 if args.device == "cpu" else visible_gpu_count()
+    device = "cuda" if count else "cpu"
+    gpus = Gpus(list(range(count)) or ([0] if args.device != "cpu" else []))
+    try:
+        facts, driver = gpus.run_info(), gpus.driver()
+        rows = doctor.gpu_rows(gpus, facts, suite, args.device)
+        builds, build_rows = prepare_builds(requests, cache)
+        rows += build_rows
+        rows += doctor.architecture_rows(builds, facts, probe=_probe_unless_measuring(device))
+        rows += doctor.driver_rows(builds, driver)
+        rows += doctor.clock_rows(gpus, facts, suite)
+        rows += doctor.container_rows(gpus)
+    finally:
+        gpus.close()
+    rows += doctor.disk_rows(cache, builds, keep_builds)
+    rows += doctor.shm_rows(suite, len(contenders))
+    rows += doctor.lock_rows(device, timeout_s=suite.lock_timeout_s)
+    rows += doctor.quiet_rows(device, suite.disturbance, args.quiet_seconds)
+    rows += token_rows(args)
+    fails = sum(row.status == doctor.FAILS for row in rows)
+    warnings = sum(row.status == doctor.WARNING for row in rows)
+    status = EXIT_BAD_INPUT if fails else 0
+    if args.json:
+        report = {"suite": suite.name, "device": device, "status": status,
+                  "rows": [row._asdict() for row in rows]}
+        write_stdout(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    else:
+        heading = f"speedstats doctor: suite {suite.name!r} ({len(suite.cases)} cases), device {device}\n"
+        verdict = (f"{fails} failed, {warnings} warning{'s' if warnings != 1 else ''}: a run here would "
+                   "fail; fix the failed rows first\n" if fails else
+                   f"nothing fails{f', {warnings} warnings' if warnings else ''}\n")
+        write_stdout(heading + table(rows) + verdict)
+    return status
+
+
+def register(subparsers):
+    from speedstats.github.options import add_common_options
+
+    p = subparsers.add_parser(
+        "doctor",
+        help="check this runner for a suite and its builds: GPUs, kernels, driver, disk, lock, token",
+        description="Print one table of what this runner needs for the suite and its builds, each row ok, "
+        "warning or fails, with what to do: the GPUs NVML sees and the cases they are too few for; each "
+        "build (prepared as 'run' prepares it) against each GPU's compute capability (its kernel list, "
+        "then one op on each GPU in a throwaway process) and against the driver; the GPUs' clocks; GPU "
+        "processes seen from a container; free disk for the builds' cache; /dev/shm for DataLoader "
+        "workers; the device lock; how quiet the machine is; with a token, whether it can comment, edit "
+        "labels and create check runs (read-only calls, nothing posted). Nothing is measured or locked. "
+        "Exit 0 when no row fails, 2 when one does.",
+    )
+    p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
+    p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU)")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
+                   help="the device the run will use (default: auto, cuda when NVML sees a GPU)")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="the run's build cache (default: $SPEEDSTATS_CACHE, else .cache/speedstats)")
+    p.add_argument("--keep-builds", type=int, metavar="N",
+                   help="the builds the run's cache keeps, for the disk check (default: "
+                        "$SPEEDSTATS_KEEP_BUILDS, else 8)")
+    p.add_argument("--quiet-seconds", type=float, default=QUIET_SECONDS, metavar="N",
+                   help="watch the machine this long for other processes and throttling (default: "
+                        "%(default)g; 0: skip)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    builds = p.add_argument_group("builds", "as 'run' takes them (default: the suite's 'builds:', else "
+                                            "what this environment has)")
+    builds.add_argument("--oneflow", metavar="BUILD", help="the OneFlow build under test (the head)")
+    builds.add_argument("--baseline-oneflow", metavar="BUILD", help="the base OneFlow build")
+    builds.add_argument("--pytorch", metavar="BUILD", help="torch and torchvision, the reference")
+    builds.add_argument("--flowvision", metavar="BUILD", help="flowvision for both OneFlow builds")
+    builds.add_argument("--pip-args", metavar="ARGS", help="extra pip arguments for requirements")
+    builds.add_argument("--only", choices=("oneflow", "pytorch"), help="one framework only, as 'run --only'")
+    add_common_options(p, pull_request=False, dry_run=False, author=False)
+    p.set_defaults(func=doctor_command)
