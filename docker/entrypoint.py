@@ -27,7 +27,7 @@ from speedstats.actions_io import append_summary, read_outputs, verdict_summary
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
-            "report", "post-from-artifact")
+            "report", "post-from-artifact", "doctor")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -127,6 +127,18 @@ def run_argv(inputs):
             + _optional("--cache-dir", cache_dir(inputs)))
 
 
+def doctor_argv(inputs):
+    """`doctor` for what `run` would need here: the same suite, device and builds."""
+    return (["doctor", "--device", inputs["device"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--oneflow", inputs["oneflow"])
+            + _optional("--baseline-oneflow", inputs["baseline-oneflow"])
+            + _optional("--pytorch", inputs["pytorch"]) + _optional("--flowvision", inputs["flowvision"])
+            + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
+            + _optional("--only", inputs["only"]) + _optional("--cache-dir", cache_dir(inputs))
+            + _deadline(inputs))
+
+
 def cache_dir(inputs):
     """`cache-dir`, else .git/speedstats-cache in a checked-out workspace, else speedstats' own default."""
     if inputs["cache-dir"]:
@@ -215,6 +227,8 @@ def plan(inputs):
         return [report_argv(inputs)]
     if command == "post-from-artifact":
         return [post_from_artifact_argv(inputs)]
+    if command == "doctor":
+        return [doctor_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status",

@@ -203,6 +203,19 @@ def test_run_inputs_reach_speedstats_run(tmp_path):
                        "--lock-timeout 90 --bundle bundle-dir --history h.jsonl\n")
 
 
+def test_doctor_checks_what_run_would_need_with_the_same_inputs(tmp_path):
+    assert planned(tmp_path, command="doctor") == "speedstats doctor --device cuda\n"
+    printed = planned(tmp_path, command="doctor", suite="s.yml", device="auto", oneflow="w/*.whl",
+                      only="oneflow", **{"pip-args": "--pre", "cache-dir": "c", "github-deadline": "60"})
+    assert printed == ("speedstats doctor --device auto --suite s.yml --oneflow 'w/*.whl' --pip-args=--pre "
+                       "--only oneflow --cache-dir c --github-deadline 60\n")
+    from speedstats.cli import build_parser
+
+    args = build_parser().parse_args(shlex.split(printed)[1:])
+    assert (args.command, args.oneflow, args.pip_args, args.github_deadline) == ("doctor", "w/*.whl", "--pre",
+                                                                                60.0)
+
+
 def test_build_inputs_reach_speedstats_run(tmp_path):
     printed = planned(tmp_path, command="run", oneflow="wheelhouse/oneflow-*.whl",
                       pytorch="torch==2.3.1 torchvision==0.18.1", flowvision="flowvision==0.2.1",
@@ -327,7 +340,7 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
     ({"command": "benchmark"},
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, post-from-artifact, "
-                               "got 'benchmark'")),
+                               "doctor, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
