@@ -284,7 +284,8 @@ def test_example_runs_on_pull_requests_with_the_permissions_it_needs():
     assert set(workflow["on"]) == {"pull_request"}
     assert workflow["permissions"] == {}  # the job's own, and no other's
     (job,) = workflow["jobs"].values()
-    assert job["permissions"] == {"contents": "read", "issues": "write", "pull-requests": "write"}
+    assert job["permissions"] == {"checks": "write", "contents": "read", "issues": "write",
+                                  "pull-requests": "write"}
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
     guard = job["steps"][-1]
     assert guard["if"] == "failure()" and guard["with"]["command"] == "automerge-guard"

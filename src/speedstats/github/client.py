@@ -34,6 +34,8 @@ from speedstats.text import one_line
 
 NOT_ACCESSIBLE_MESSAGES = ("resource not accessible by integration",
                            "resource not accessible by personal access token")
+# What the Checks API answers a token that is not a GitHub App's (a personal access token).
+APP_ONLY_MESSAGE = "you must authenticate via a github app"
 TIME_SCALE_ENV = "SPEEDSTATS_GITHUB_TIME_SCALE"
 REQUEST_DEADLINE_ENV = "SPEEDSTATS_GITHUB_REQUEST_DEADLINE"
 COMMAND_DEADLINE_ENV = "SPEEDSTATS_GITHUB_DEADLINE"
@@ -61,8 +63,16 @@ class ReadOnlyToken(Exception):
 
     @property
     def permission(self):
-        """The permission the refused write needs: labels live on the issue, comments on the pull request."""
+        """The permission the refused write needs: labels live on the issue, comments on the pull request,
+        check runs on the commit."""
+        if "check run" in self.what:
+            return "checks: write"
         return "issues: write" if "label" in self.what else "pull-requests: write"
+
+
+class AppTokenOnly(UserError):
+    """GitHub answered 403 'You must authenticate via a GitHub App': only an app's token (the Actions
+    GITHUB_TOKEN is one) may do this; a personal access token may not."""
 
 
 class Gone(UserError):
@@ -112,6 +122,20 @@ class Comment:
     user_type: str
     html_url: str
     raw: object = None  # the PyGithub IssueComment, for edit/delete
+
+
+@dataclass
+class CheckRunInfo:
+    id: int
+    name: str
+    head_sha: str
+    status: str | None
+    conclusion: str | None
+    details_url: str | None
+    title: str | None
+    summary: str | None
+    html_url: str | None
+    raw: object = None  # the PyGithub CheckRun, for edit
 
 
 @dataclass
@@ -280,6 +304,8 @@ class GitHubClient:
             return GitHubUnreachable(self.redact(f"{what}: GitHub answered {status} {message}".rstrip()))
         if status == 403 and message.lower().startswith(NOT_ACCESSIBLE_MESSAGES):
             return ReadOnlyToken(self.redact(f"{what}: GitHub answered 403 {message}"), what=what)
+        if status == 403 and message.lower().startswith(APP_ONLY_MESSAGE):
+            return AppTokenOnly(self.redact(f"{what}: GitHub answered 403 {message}"))
         if status == 410:
             return Gone(self.redact(f"{what}: GitHub answered 410 {message}".rstrip()))
         if status == 401:
@@ -426,6 +452,37 @@ class GitHubClient:
             return True
 
         return self._call(f"remove label {name!r} from {target}", remove)
+
+    # -- check runs ------------------------------------------------------------------------------------
+
+    def check_runs(self, repo, sha, name):
+        """The newest check run of each app named `name` on commit sha, newest first."""
+        from github.CheckRun import CheckRun
+        from github.PaginatedList import PaginatedList
+
+        repository = self._repo(repo)
+
+        def fetch():
+            # through the commit's URL: get_commit would fetch the commit first
+            runs = PaginatedList(CheckRun, repository.requester, f"{repository.url}/commits/{sha}/check-runs",
+                                 {"check_name": name, "filter": "latest"}, list_item="check_runs")
+            return [_check_run(c) for c in runs]
+
+        return self._call(f"list check runs {name!r} of commit {sha[:12]} in {repo}", fetch)
+
+    def create_check_run(self, repo, name, sha, fields, already_created: Callable[[], CheckRunInfo | None]):
+        """POST a completed check run (fields: conclusion, details_url, output). After a failed try,
+        already_created() decides if it went through."""
+        repository = self._repo(repo)
+        found = self._call(f"create check run {name!r} on commit {sha[:12]} in {repo}",
+                           lambda: repository.create_check_run(name, sha, status="completed", **fields),
+                           already_created)
+        return found if isinstance(found, CheckRunInfo) else _check_run(found)
+
+    def edit_check_run(self, check_run, fields):
+        self._call(f"update check run {check_run.name!r} ({check_run.id})",
+                   lambda: check_run.raw.edit(status="completed", **fields))
+        return _check_run(check_run.raw)
 
     # -- pull requests and runs ------------------------------------------------------------------------
 
@@ -598,6 +655,14 @@ def _parse_retry_after(value):
     except (TypeError, ValueError):
         return 60.0
     return max(when.timestamp() - time.time(), 0.0)
+
+
+def _check_run(raw):
+    output = raw.output
+    return CheckRunInfo(id=raw.id, name=raw.name, head_sha=raw.head_sha, status=raw.status,
+                        conclusion=raw.conclusion, details_url=raw.details_url,
+                        title=output.title if output else None, summary=output.summary if output else None,
+                        html_url=raw.html_url, raw=raw)
 
 
 def _comment(raw):

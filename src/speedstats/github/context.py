@@ -93,6 +93,19 @@ def resolve_token(flag=None, environ=None):
     return None
 
 
+def server_url(api_url, environ=None):
+    """GitHub's web address: $GITHUB_SERVER_URL, else github.com for its API, else the API's own URL."""
+    server = actions_io.server_url(environ)
+    if server:
+        return server
+    return "https://github.com" if api_url == DEFAULT_API_URL else api_url
+
+
+def run_url(repo, run_id, api_url, environ=None):
+    """The web address of a workflow run."""
+    return f"{server_url(api_url, environ)}/{repo}/actions/runs/{run_id}"
+
+
 def resolve_api_url(flag=None, environ=None):
     url = (flag or actions_io.api_url(environ) or DEFAULT_API_URL).rstrip("/")
     if not re.match(r"^https?://[^/\s]+", url):

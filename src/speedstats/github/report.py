@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from speedstats import actions_io
 from speedstats.errors import UserError
-from speedstats.github import alerts, context, shards
+from speedstats.github import alerts, checks, context, shards
 from speedstats.github.client import ReadOnlyToken
 from speedstats.github.markers import CLOSERS_ROOM, MAX_COMMENT_CHARS, SPEED_STATS, closers, make_marker
 from speedstats.github.options import add_common_options
@@ -245,6 +245,9 @@ def register(subparsers):
                    help="also remove the automerge label (saying this job failed) when a GPU failed")
     p.add_argument("--automerge-label", default="automerge", metavar="LABEL",
                    help="label that --automerge-job removes (default: automerge)")
+    p.add_argument("--no-check-run", action="store_true",
+                   help="create no check run 'speedstats / <GPU>' per GPU (by default each GPU gets one on "
+                        "the head commit; the token needs `checks: write`)")
     add_common_options(p)
     p.set_defaults(func=report_command, mode="update")
 
@@ -255,13 +258,6 @@ def _gpus(args):
 
         return shards.parse_gpus(read_text(args.gpus_file, "--gpus-file"), f"--gpus-file {args.gpus_file}")
     return shards.parse_gpus(args.gpus)
-
-
-def _server_url(api_url):
-    server = actions_io.server_url()
-    if server:
-        return server
-    return "https://github.com" if api_url == context.DEFAULT_API_URL else api_url
 
 
 def _attempt(text):
@@ -293,7 +289,7 @@ def report_command(args):
         run_id = args.run_id or actions_io.run_id()
         if not run_id:
             raise UserError("--run-id: no run (give --run-id ID, or run inside GitHub Actions)")
-    run_url = f"{_server_url(api_url)}/{repo}/actions/runs/{run_id}"
+    run_url = context.run_url(repo, run_id, api_url)
 
     def run():
         jobs = {}
@@ -321,7 +317,9 @@ def report_command(args):
         judge = Judge(args.suite, args.profile)
         rows = build_rows(gpus, chosen, jobs, judge, run_url, verbatim=not (args.rerender or args.from_run))
         verdict = overall_verdict(rows)
-        return post_report(args, client, target, rows, verdict, attempt, run_url, mentions, api_url)
+        # A fork's run wrote its own results: its passes are not vouched for (checks.untrusted_pass).
+        forked = args.from_run and workflow_run.head_repo != repo
+        return post_report(args, client, target, rows, verdict, attempt, run_url, mentions, api_url, forked)
 
     return guarded(run, client)
 
@@ -361,7 +359,18 @@ def _jobs(client, repo, run_id, gpus, job_name):
         return {}
 
 
-def post_report(args, client, target, rows, verdict, attempt, run_url, mentions, api_url):
+def row_check(row, forked=False):
+    """The check run of a GPU's row: success passed, failure failed, neutral missing or cancelled."""
+    if row.state == PASSED:
+        check = checks.Check(row.gpu, checks.SUCCESS, "pass", [])
+        return checks.untrusted_pass(check) if forked else check
+    if row.state == FAILED:
+        return checks.Check(row.gpu, checks.FAILURE, "fail", list(row.failures))
+    return checks.Check(row.gpu, checks.NEUTRAL, f"no verdict: {row.state}",
+                        [row.details] if row.details else [])
+
+
+def post_report(args, client, target, rows, verdict, attempt, run_url, mentions, api_url, forked=False):
     fields = {"attempt": attempt, "verdict": verdict}
     marker = make_marker(SPEED_STATS, head=target.head_sha, run=target.run_id, **fields).render()
     body = render_report(rows, verdict, target.head_sha, target.run_id, attempt, run_url, len(marker))
@@ -380,10 +389,14 @@ def post_report(args, client, target, rows, verdict, attempt, run_url, mentions,
                                api_url=api_url, extra_fields=fields, current_head=current_head)
     except ReadOnlyToken as refused:
         return report_read_only(target, body, "post the report", refused)
+    if outcome.action != "dry-run":
+        print(f"speedstats: {outcome.message} (verdict {verdict})", file=sys.stderr)
+        emit_comment_url(outcome)
+    if not args.no_check_run and outcome.action != "kept-newer":  # else the newer run's checks stand
+        checks.publish(client, target, [row_check(row, forked) for row in rows], outcome.url, run_url,
+                       dry_run=args.dry_run, api_url=api_url)
     if outcome.action == "dry-run":
         return 0
-    print(f"speedstats: {outcome.message} (verdict {verdict})", file=sys.stderr)
-    emit_comment_url(outcome)
     shown = outcome.comment is not None and outcome.comment.body == body + marker
     if shown and outcome.action in ("created", "updated"):
         logins = None if mentions == alerts.OFF else [pr_author] if mentions == alerts.AUTHOR else mentions

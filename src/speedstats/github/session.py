@@ -73,6 +73,12 @@ def emit_comment_url(outcome):
 
 def post_kind(args, target, client, kind, body, emit_url=True):
     """Post (or update, with --mode update) the comment of `kind` on the target; the exit status."""
+    post_outcome(args, target, client, kind, body, emit_url)
+    return 0
+
+
+def post_outcome(args, target, client, kind, body, emit_url=True):
+    """post_kind's work; the Outcome, or None when a fork's read-only token was refused (and warned of)."""
     if client is not None and target.head_sha is None and kind == SPEED_STATS:
         target.head_sha = client.pull(target)[0]
     api_url = context.resolve_api_url(args.api_url)
@@ -85,12 +91,13 @@ def post_kind(args, target, client, kind, body, emit_url=True):
         outcome = post_comment(client, target, kind, body, mode=args.mode, author=author,
                                dry_run=args.dry_run, api_url=api_url)
     except ReadOnlyToken as refused:
-        return report_read_only(target, body, "post the comment", refused)
+        report_read_only(target, body, "post the comment", refused)
+        return None
     if outcome.action != "dry-run":
         print(f"speedstats: {outcome.message}", file=sys.stderr)
         if emit_url:
             emit_comment_url(outcome)
-    return 0
+    return outcome
 
 
 def run_guard(args, target, client, job, label, status):
