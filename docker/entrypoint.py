@@ -69,6 +69,7 @@ DEFAULTS = {
     "shard-dir": "speedstats-shard",
     "shards-dir": "speedstats-shards",
     "notify-on-flip": "author",
+    "check-run": "true",
 }
 
 # The build cache when `cache-dir` is empty. A container action sees only the workspace and a few
@@ -150,8 +151,8 @@ def _deadline(inputs):
     return _optional("--github-deadline", inputs["github-deadline"])
 
 
-def comment_argv(inputs, body_file):
-    return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"]]
+def comment_argv(inputs, body_file, extra=()):
+    return (["comment", "--body-file", body_file, "--mode", inputs["comment-mode"], *extra]
             + _optional("--pr", inputs["pr"])
             + _optional("--author", inputs["author"]) + _deadline(inputs))
 
@@ -171,6 +172,10 @@ def shard_argv(inputs):
         raise InputError("input 'gpu': needed by command 'shard'")
     return ["shard", "--gpu", inputs["gpu"], "--out", inputs["out"], "--dir", inputs["shard-dir"],
             "--status", inputs["status"]]
+
+
+def _no_check_run(inputs):
+    return [] if boolean(inputs, "check-run") else ["--no-check-run"]
 
 
 def _automerge(inputs):
@@ -195,7 +200,8 @@ def report_argv(inputs):
              "--notify-on-flip", inputs["notify-on-flip"]]
             + _automerge(inputs)
             + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
-            + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"]) + _deadline(inputs))
+            + _optional("--pr", inputs["pr"]) + _optional("--author", inputs["author"]) + _deadline(inputs)
+            + _no_check_run(inputs))
 
 
 def plan(inputs):
@@ -205,10 +211,15 @@ def plan(inputs):
         raise InputError(f"input 'command': must be one of {', '.join(COMMANDS)}, got {command!r}")
     boolean(inputs, "fail-on-regression")
     boolean(inputs, "baseline-optional")
+    boolean(inputs, "check-run")
     if command == "run":
         return [run_argv(inputs)]
     if command == "run-and-comment":
-        return [run_argv(inputs), comment_argv(inputs, str(Path(inputs["out"]) / "comment.md"))]
+        # the run's results give the check run its verdict, judged by the same suite
+        check = (["--results", str(Path(inputs["out"]) / "results.json")]
+                 + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+                 if boolean(inputs, "check-run") else [])
+        return [run_argv(inputs), comment_argv(inputs, str(Path(inputs["out"]) / "comment.md"), check)]
     if command == "comment":
         if not inputs["body-file"]:
             raise InputError("input 'body-file': needed by command 'comment'")

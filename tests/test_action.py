@@ -231,7 +231,8 @@ def test_build_inputs_reach_speedstats_run(tmp_path):
 def test_run_and_comment_posts_the_rendered_body(tmp_path):
     printed = planned(tmp_path, out="results dir", pr="12", **{"comment-mode": "new"})
     assert printed == ("speedstats run --device cuda --out 'results dir'\n"
-                       "speedstats comment --body-file 'results dir/comment.md' --mode new --pr 12\n")
+                       "speedstats comment --body-file 'results dir/comment.md' --mode new "
+                       "--results 'results dir/results.json' --pr 12\n")
 
 
 def test_matrix_inputs_reach_shard_and_report(tmp_path):
@@ -275,7 +276,9 @@ def test_author_reaches_the_commands_that_find_the_bots_comment(tmp_path):
                    author="perf-bot") == ("speedstats run --device cuda --out speedstats-out\n"
                                                            "speedstats comment --body-file "
                                                            "speedstats-out/comment.md"
-                                                           " --mode update --pr 5 --author perf-bot\n")
+                                                           " --mode update --results "
+                                                           "speedstats-out/results.json --pr 5 --author "
+                                                           "perf-bot\n")
 
 
 def test_automerge_guard_inputs(tmp_path):
