@@ -26,7 +26,7 @@ RTX_3080_TI = {"name": "NVIDIA GeForce RTX 3080 Ti", "compute_capability": (8, 6
 H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0)}
 DDP = ["resnet50-ddp-bs16", "resnet50-ddp-bs8", "resnet50-ddp-bs4", "resnet50-ddp-bs2", "resnet50-ddp-bs1"]
 SHORTFALL = f"{', '.join(DDP)} need 2 GPUs, this runner has 1"
-SKIPPED_LINES = "\n".join(f"\u26a0\ufe0f {case}: not measured, needs 2 GPUs, this runner has 1"
+SKIPPED_LINES = "\n\n".join(f"\u26a0\ufe0f {case}: not measured, needs 2 GPUs, this runner has 1"
                           for case in DDP)
 
 
@@ -91,7 +91,7 @@ def test_a_skipped_case_is_a_line_after_the_block_byte_for_byte(tmp_path):
     assert loads(path.read_text()).skipped == measured.skipped
     proc = speedstats("render", str(path), "--profile", "smoke")
     assert proc.stdout.encode() == (
-        f"{BLOCK}\n\n\u26a0\ufe0f resnet50-ddp-bs16: not measured, needs 2 GPUs, this runner has 1\n"
+        f"{BLOCK}\n\n\u26a0\ufe0f resnet50-ddp-bs16: not measured, needs 2 GPUs, this runner has 1\n\n"
         "\u26a0\ufe0f resnet50-ddp-bs8: not measured, needs 2 GPUs, this runner has 1").encode()
     assert proc.returncode == 0  # not measured is not a failure
 
