@@ -109,8 +109,10 @@ def register(subparsers):
         "compare",
         help="compare a head run with a base run, beyond the measured noise",
         description="Compare HEAD.json with BASE.json case by case (matched by id) and framework by "
-        "framework. A case is a regression when the bootstrap interval of head/base median time lies "
-        "wholly above 1 + min-effect. Exit 0 when nothing regressed, 1 when something did, 2 on bad input.",
+        "framework, their rounds as two unpaired samples. A case is a regression when the interval of "
+        f"head/base, Yuen's t interval of the difference of the {stats.DEFAULT_TRIM * 100:g}% trimmed "
+        "means of the log times, lies wholly above 1 + min-effect. Exit 0 when nothing regressed, 1 when "
+        "something did, 2 on bad input.",
     )
     compare.add_argument("base", metavar="BASE.json", help="results of the base run")
     compare.add_argument("head", metavar="HEAD.json", help="results of the head run")

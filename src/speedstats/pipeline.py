@@ -12,7 +12,8 @@
     set_outputs            the Action's outputs
     write_bundle           the results bundle for actions/upload-artifact (--bundle)
     append_history         one line of the history file (--history)
-    exit_status            from the verdict: 0 passed, 1 failed, 3 a case without figures
+    exit_status            from the verdict: 0 passed, 1 failed, 3 a case without figures, 7 a case
+                           measured on a disturbed machine (3 comes before 7, and 7 before 1)
 
 The benchmark layer (speedstats.bench) only measures; judging, rendering, the GitHub outputs and the
 files after a run are steps of this module.

@@ -29,7 +29,7 @@ DEFAULT_MIN_EFFECT = 0.04
 DEFAULT_SINGLE_ROUND_THRESHOLD = 0.10
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_SEED = 0
-# Below this many rounds on either side the bootstrap says more about the resampling than the noise.
+# Below this many rounds on either side a trimmed mean's standard error says little about the noise.
 MIN_ROUNDS_FOR_INTERVAL = 3
 
 
