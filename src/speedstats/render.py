@@ -25,8 +25,9 @@ from speedstats.analysis.paired import TIME_BUDGET, head_starts_first
 from speedstats.casekinds import case_id_for
 from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
 from speedstats.errors import UserError
-from speedstats.machine import DisturbanceSpec, unstable_contenders
+from speedstats.machine import unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
+from speedstats.suite import Suite
 from speedstats.text import SafeText, change_percent, fence_safe, markdown_safe, time_text, trusted
 
 SPEED_STATS_TEMPLATE = "speed_stats.md.j2"
@@ -236,6 +237,11 @@ def case_view(case, case_verdict):
     )
 
 
+def _or_defaults(suite):
+    """The suite, or without one (render with no suite) a Suite of the defaults."""
+    return suite if suite is not None else Suite()
+
+
 def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=None):
     """The Speed stats comment body for results and their verdict, `verdict.judge(results, suite)`
     (suite None: no thresholds).
@@ -243,7 +249,7 @@ def render_speed_stats(results, suite, verdict, templates_dir=None, show_memory=
     show_memory adds each case's peak memory lines; None takes the suite's `show_memory`.
     """
     if show_memory is None:
-        show_memory = bool(getattr(suite, "show_memory", False))
+        show_memory = _or_defaults(suite).show_memory
     context = {
         "gpu_name": fence_safe(results.gpu_name, GPU_NAME_LIMIT),
         "cases": [case_view(c, v) for c, v in zip(results.cases, verdict.cases)],
@@ -375,7 +381,7 @@ def disturbed_line(case_id, disturbance):
 def machine_notes_context(results, suite=None):
     """What machine_notes.md.j2 sees: lines for cases not measured, disturbed cases, unstable figures, a
     GPU that was not quiet before the first case, and builds run through minor version compatibility."""
-    spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
+    spec = _or_defaults(suite).disturbance
     max_cv = spec.cv_limit(results.device)
     disturbed, unstable = [], []
     for case in results.cases:
@@ -533,7 +539,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False, suite=None):
     """What speed_stats_notes.md.j2 sees (see its header): the head-vs-base rows, confirmations, memory
     lines and the builds line; verdict is verdicts.judge's for these results."""
     with_base = verdicts.with_baseline(results)
-    spec = getattr(suite, "disturbance", None) or DisturbanceSpec()
+    spec = _or_defaults(suite).disturbance
     rows = [_paired_row(c, row, verdict.rule, spec.cv_limit(results.device))
             for c, row in zip(results.cases, verdict.head_vs_base)]
     confirmed, cleared = [], []

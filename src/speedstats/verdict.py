@@ -279,7 +279,7 @@ def judge(results, suite):
         if case.id in regressions:
             reasons.append(f"{case.id}: OneFlow {(row.ratio - 1) * 100:+.1f}% against the base build")
     rule = rule_of(results)
-    if suite is not None and getattr(suite, "head_vs_base", None) is not None:
+    if suite is not None:
         rule = {**rule, **{key: getattr(suite.head_vs_base, key) for key in MEMORY_RULE_FIELDS}}
     memory = [change for change in (memory_change(c, rule) for c in results.cases if not c.failure)
               if change is not None] if rows else []

@@ -102,7 +102,7 @@ class SuiteRunner:
         default = [c for c in ROLES if c != BASE or BASE in self.builds]
         self.contenders = [c for c in ROLES if c in (contenders or default)]
         self.confirm = confirm
-        self.rule = rule or getattr(suite, "head_vs_base", None) or paired_analysis.DEFAULT_RULE
+        self.rule = rule or suite.head_vs_base
         self.quiet_wait_s = quiet_wait_s  # on CUDA, before the first case (None: the suite's)
         self.watch = watch  # a bench.machine_state.MachineWatch; made by run() when None
         self.workers = WorkerSetup(device, self.dataset_dir, self.builds, tuple(worker_program))

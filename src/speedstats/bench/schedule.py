@@ -259,7 +259,7 @@ class Scheduler:
         unless every case is profiled: with `attribute: slower` a case whose look said no change is
         profiled only if that pair turns its verdict, and then the cap says how few profiled rounds it
         left."""
-        attribute = getattr(self.suite, "attribute", "never")
+        attribute = self.suite.attribute
         keep = attribute == "always" or (attribute != "never" and not sequence.settling)
         reserve, reserve_s = 0.0, 0.0
         if keep:
@@ -292,7 +292,7 @@ class Scheduler:
         """Profiled rounds for this case: `attribute: always`, or with `attribute: slower` a head slower
         than its base (a regression, or likely slower) or one whose main thread works more (hidden
         work: the profile names where)."""
-        attribute = getattr(self.suite, "attribute", "never")
+        attribute = self.suite.attribute
         if attribute == "never" or any(runs[role].error for role in PAIR):
             return False
         if attribute == "always":
@@ -346,7 +346,7 @@ class Scheduler:
         # head and the base attribute_rounds profiled rounds.
         extra = self.suite.disturbance.remeasure_rounds
         if max_rounds:
-            max_rounds += getattr(self.suite, "attribute_rounds", 0)
+            max_rounds += self.suite.attribute_rounds
         return {role: ContenderRun(self.setup.worker(
                     role, self.case, work / role, deadline,
                     rounds=(max_rounds if max_rounds and role in PAIR else self.plan.rounds) + extra,
@@ -498,7 +498,7 @@ class Scheduler:
     def _memory_sampler(self, run, pids):
         """A started bench.memory.PeakSampler of the worker's tree, or None (the suite's memory_sampling
         off)."""
-        if not getattr(self.suite, "memory_sampling", True):
+        if not self.suite.memory_sampling:
             return None
         gpus = getattr(self.watch, "gpus", None)
         on_gpu = str(self.setup.device).startswith("cuda") and gpus is not None and gpus.nvml is not None
