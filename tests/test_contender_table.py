@@ -1,6 +1,8 @@
 """The table of contenders (speedstats.contenders) and the worker spec: what the other modules read."""
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +63,43 @@ def test_the_worker_spec_goes_through_json_unchanged():
     assert WorkerSpec.from_json(text) == spec
     with pytest.raises(TypeError):
         WorkerSpec.from_json(json.dumps(dict(json.loads(text), colour="blue")))  # a field it does not know
+
+
+def test_each_family_names_its_op_profiler_and_its_launcher():
+    from speedstats.bench import opprofile
+
+    for c in contenders.CONTENDERS:
+        assert opprofile.PROFILERS[c.family].__name__ == c.op_profiler
+        assert c.ddp_launcher[0].startswith(f"{c.package}.distributed.")
+    assert contenders.framework_packages() == ("oneflow", "torch")
+    assert contenders.build_family({"family": "pytorch"}) == "pytorch"
+    assert contenders.build_family({}) == contenders.contender(contenders.HEAD).family  # older results
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "speedstats"
+FAMILY_WORDS = {*contenders.FAMILIES, *contenders.ROLES}
+
+
+def _family_words(node):
+    """The family or role strings a node spells: a constant, or a tuple, list or set of them."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and i.value in FAMILY_WORDS]
+
+
+def test_no_module_but_the_table_compares_a_family_string():
+    """A branch on "oneflow" or "pytorch" asks the contender table instead (a field of its row)."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        name = path.relative_to(SRC).as_posix()
+        if name == "contenders.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), name)):
+            if isinstance(node, ast.Compare):
+                spelled = [w for side in (node.left, *node.comparators) for w in _family_words(side)]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr == "get" and len(node.args) == 2):
+                spelled = _family_words(node.args[1])  # a fallback family
+            else:
+                continue
+            found += [f"{name}:{node.lineno}: {word!r}" for word in spelled]
+    assert found == []

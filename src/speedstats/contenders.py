@@ -26,6 +26,12 @@ class Contender:
     package: str  # the framework's package, the one whose version identifies the build
     companions: tuple[str, ...]  # packages installed with it into the same build
     in_speed_stats: bool  # has its lines in the Speed stats block
+    ddp_launcher: tuple[str, ...]  # the module that starts a DDP case's ranks, with its fixed flags
+    op_profiler: str  # its class in bench/opprofile.py, which times the framework's ops
+    nvidia_wheel_libraries: bool  # its worker loads cuDNN and cuBLAS from the nvidia-* wheels' folders
+    # Published for several CUDA versions and GPU generations (torch+cu118): where the driver or a GPU
+    # does not fit one build, the advice names another to pick.
+    builds_to_pick: bool
 
     @property
     def packages(self):
@@ -34,11 +40,17 @@ class Contender:
 
 CONTENDERS = (
     Contender(role=HEAD, family="oneflow", framework="OneFlow", label="OneFlow", role_word="head",
-              package="oneflow", companions=("flowvision",), in_speed_stats=True),
+              package="oneflow", companions=("flowvision",), in_speed_stats=True,
+              ddp_launcher=("oneflow.distributed.launch",), op_profiler="OneFlowOps",
+              nvidia_wheel_libraries=True, builds_to_pick=False),
     Contender(role=BASE, family="oneflow", framework="OneFlow", label="OneFlow base", role_word="base",
-              package="oneflow", companions=("flowvision",), in_speed_stats=False),
+              package="oneflow", companions=("flowvision",), in_speed_stats=False,
+              ddp_launcher=("oneflow.distributed.launch",), op_profiler="OneFlowOps",
+              nvidia_wheel_libraries=True, builds_to_pick=False),
     Contender(role=PYTORCH, family="pytorch", framework="PyTorch", label="PyTorch", role_word="PyTorch",
-              package="torch", companions=("torchvision", "timm"), in_speed_stats=True),
+              package="torch", companions=("torchvision", "timm"), in_speed_stats=True,
+              ddp_launcher=("torch.distributed.run", "--nnodes", "1"), op_profiler="TorchOps",
+              nvidia_wheel_libraries=False, builds_to_pick=True),
 )
 
 ROLES = tuple(c.role for c in CONTENDERS)
@@ -59,6 +71,16 @@ def of_family(family):
     """A Contender of the family (its first), for what a family's contenders share: framework name,
     package, companions; None for an unknown family."""
     return _BY_FAMILY.get(family)
+
+
+def build_family(provenance):
+    """The family a build's record names; one that names none (results of older runs) is the head's."""
+    return provenance.get("family", _BY_ROLE[HEAD].family)
+
+
+def framework_packages():
+    """The framework package of each family: what a worker imports to measure."""
+    return tuple(_BY_FAMILY[family].package for family in FAMILIES)
 
 
 def family_packages(family):

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from speedstats.actions_io import in_actions
 from speedstats.casekinds import case_kind
-from speedstats.contenders import BASE
+from speedstats.contenders import BASE, FAMILIES, HEAD, contender
 from speedstats.errors import (
     EXIT_CASE_FAILED,
     EXIT_DISTURBED,
@@ -149,7 +149,7 @@ def check_templates(suite, templates_dir):
     a broken template then fails in a second, not after the whole run."""
     from speedstats.analysis.paired import judge_paired
     from speedstats.bench.assemble import case_record
-    from speedstats.contenders import ROLES, contender
+    from speedstats.contenders import ROLES
     from speedstats.results import FrameworkResult, Results
 
     cases = []
@@ -173,7 +173,7 @@ def check_templates(suite, templates_dir):
 def build_requests(suite, options):
     """The builds to prepare, and the contenders to measure, from the suite's 'builds:' and the flags."""
     from speedstats.bench.builds import parse_build_spec
-    from speedstats.contenders import BASE, HEAD, PYTORCH, ROLES, contender
+    from speedstats.contenders import PYTORCH, ROLES
 
     spec = suite.builds
     flowvision = options.flowvision or spec.flowvision
@@ -183,15 +183,15 @@ def build_requests(suite, options):
         BASE: options.baseline_oneflow or spec.baseline_oneflow,
         PYTORCH: options.pytorch or spec.pytorch,
     }
-    companion_specs = {"oneflow": [flowvision], "pytorch": []}  # --flowvision goes into every OneFlow build
     contenders = [role for role in ROLES if role != BASE or build_text[BASE]]
     if options.only is not None:  # with a baseline, 'oneflow' runs the head and the base
         contenders = [role for role in contenders if contender(role).family == options.only]
     requests = []
     for role in contenders:
-        family = contender(role).family
-        requests.append(parse_build_spec(role, family, build_text[role],
-                                         companion_specs=companion_specs[family], pip_args=pip_args))
+        known = contender(role)
+        companions = [flowvision] if "flowvision" in known.companions else []  # into every OneFlow build
+        requests.append(parse_build_spec(role, known.family, build_text[role],
+                                         companion_specs=companions, pip_args=pip_args))
     return requests, contenders
 
 
@@ -210,7 +210,7 @@ PIP_INSTALL = {
 FLOWVISION_INSTALL = ('"setuptools<70"', "wheel", "pip install --no-build-isolation flowvision==0.2.1")
 
 
-def check_frameworks_installed(families=("oneflow", "pytorch")):
+def check_frameworks_installed(families=FAMILIES):
     """UserError naming, in one line, the pip commands that install what a run of these families lacks."""
     import importlib.util
 
@@ -227,7 +227,8 @@ def check_frameworks_installed(families=("oneflow", "pytorch")):
     command = "pip install " + " ".join(packages)
     if "flowvision" in missing:
         command += f", then {FLOWVISION_INSTALL[2]}"
-    where = " on CPython 3.10" if "oneflow" in missing else ""  # OneFlow 0.9.0 has no wheels for a newer one
+    # The pinned OneFlow 0.9.0 has no wheels for a newer CPython.
+    where = " on CPython 3.10" if contender(HEAD).package in missing else ""
     # Under the CLI's 400 characters, with every package missing.
     raise UserError(f"run needs {', '.join(missing)} installed{where}: {command} (or post results made "
                     "elsewhere with 'speedstats render' and 'comment')")

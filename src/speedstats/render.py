@@ -23,7 +23,7 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.analysis.paired import TIME_BUDGET, head_starts_first
 from speedstats.casekinds import case_id_for
-from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, of_family
+from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, build_family, of_family
 from speedstats.errors import UserError
 from speedstats.machine import unstable_contenders
 from speedstats.resources import templates_dir as builtin_templates_dir
@@ -350,7 +350,7 @@ def _paired_row(case, row, rule, max_cv):
 
 def build_text(provenance):
     """One build as the builds line names it: version, git commit, and where it came from."""
-    family = provenance.get("family", "oneflow")
+    family = build_family(provenance)
     known = of_family(family)
     package, label = (known.package, known.framework) if known is not None else (family, family)
     packages = provenance.get("packages") or {}

@@ -17,7 +17,7 @@ PyTorch build to use (docs/runner.md, "Which PyTorch runs on which GPU").
 
 import re
 
-from speedstats.contenders import FAMILIES, LABELS, of_family
+from speedstats.contenders import FAMILIES, LABELS, build_family, of_family
 from speedstats.errors import UserError
 
 # The oldest Linux driver of each CUDA major version, under minor version compatibility.
@@ -46,7 +46,7 @@ def parse_version(text):
 
 def build_cuda(provenance):
     """(package, version, (major, minor) or None) of a build's framework, from its provenance."""
-    family = provenance.get("family", "oneflow")
+    family = build_family(provenance)
     package = PACKAGE.get(family, family)
     entry = (provenance.get("packages") or {}).get(package) or {}
     version = entry.get("version") or ""
@@ -67,6 +67,12 @@ def pytorch_to_pick(driver_cuda):
     runs a +cu129 build), and a build of an older major runs on a newer driver."""
     fitting = [v for v in PYTORCH_CUDA_BUILDS if parse_version(v)[0] <= driver_cuda[0]]
     return fitting[-1] if fitting else None
+
+
+def _builds_to_pick(provenance):
+    """Whether the build's family publishes builds to pick from (PyTorch's per CUDA version)."""
+    known = of_family(build_family(provenance))
+    return known is not None and known.builds_to_pick
 
 
 def _text(version):
@@ -97,7 +103,7 @@ def check_driver(builds, driver):
                 if pick
                 else "update the driver"
             )
-            if role != "pytorch":
+            if not _builds_to_pick(provenance):
                 advice = f"update the driver to {MIN_DRIVER.get(need[0], 'a newer one')} or newer"
             raise UserError(
                 f"{name} needs an NVIDIA driver for CUDA {need[0]} ({MIN_DRIVER.get(need[0], '?')} or "
@@ -151,7 +157,7 @@ def build_runs_on(archs, capability):
 
 def build_archs(provenance):
     """(package, version, [architectures]) of a build's framework; the list is None when untold."""
-    family = provenance.get("family", "oneflow")
+    family = build_family(provenance)
     package = PACKAGE.get(family, family)
     entry = (provenance.get("packages") or {}).get(package) or {}
     version = entry.get("version") or ""
@@ -183,7 +189,7 @@ def check_architectures(builds, gpus):
             name = f"{LABELS.get(role, role)} build {package} {version} ({' '.join(archs)})"
             where = (f"GPU {gpu.get('index', 0)} {gpu.get('name') or 'unnamed'} "
                      f"(compute capability {_text(capability)})")
-            if provenance.get("family") == "pytorch":
+            if _builds_to_pick(provenance):
                 pick = pytorch_for(capability)
                 advice = (f"use {pick[0]} with `pytorch:` ({pick[1]})" if pick
                           else "no PyTorch build on PyPI has kernels for it")

@@ -12,7 +12,7 @@ import platform
 from pathlib import Path
 
 import speedstats
-from speedstats.contenders import versioned_packages
+from speedstats.contenders import of_family, versioned_packages
 
 # Credentials a benchmark worker never needs: whatever the measured code does, it cannot use them.
 SECRET_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "INPUT_TOKEN", "ACTIONS_RUNTIME_TOKEN",
@@ -46,7 +46,8 @@ def subprocess_env(framework, base=None, extra=None):
     src = str(Path(speedstats.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if framework == "oneflow":
+    known = of_family(framework)
+    if known is not None and known.nvidia_wheel_libraries:
         extra = nvidia_library_dirs()
         env["LD_LIBRARY_PATH"] = os.pathsep.join(extra + [p for p in [env.get("LD_LIBRARY_PATH")] if p])
     return env

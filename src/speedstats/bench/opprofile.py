@@ -14,6 +14,8 @@ the ops it called.
 
 from __future__ import annotations
 
+from speedstats.contenders import CONTENDERS
+
 US = 1e-6
 
 ONEFLOW_NEEDS_GPU = ("OneFlow 0.9.0's profiler needs a GPU driver (it aborts the process without one), "
@@ -119,11 +121,12 @@ def oneflow_op_times(averages):
     return self_s, dict(self_s)
 
 
+PROFILERS = {c.family: globals()[c.op_profiler] for c in CONTENDERS}  # the op profiler of each family
+
+
 def op_profiler(framework, module, device):
-    """The op profiler of `framework` ("pytorch" or "oneflow", its imported `module`) on `device`;
-    raises OpProfileUnavailable where its profiler cannot run."""
-    if framework == "pytorch":
-        return TorchOps(module, device)
-    if framework == "oneflow":
-        return OneFlowOps(module, device)
-    raise OpProfileUnavailable(f"no op profiler for {framework}")
+    """The op profiler of `framework` (a family of speedstats.contenders, its imported `module`) on
+    `device`; raises OpProfileUnavailable where its profiler cannot run."""
+    if framework not in PROFILERS:
+        raise OpProfileUnavailable(f"no op profiler for {framework}")
+    return PROFILERS[framework](module, device)

@@ -43,6 +43,7 @@ from speedstats.bench.opprofile import OpProfileUnavailable, op_profiler
 from speedstats.bench.sampler import StackSampler
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
 from speedstats.casekinds import CASE_KINDS
+from speedstats.contenders import framework_packages, of_family
 from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
@@ -408,9 +409,9 @@ MEASUREMENTS = {kind.name: globals()[kind.step] for kind in CASE_KINDS}  # the s
 
 def imported_framework(framework):
     """Which build this process measures: the framework module's version and file, as imported."""
-    module = sys.modules["torch" if framework == "pytorch" else "oneflow"]
+    module = sys.modules[of_family(framework).package]
     return {"version": getattr(module, "__version__", None), "file": getattr(module, "__file__", None),
-            "others": sorted(name for name in ("torch", "oneflow") if name in sys.modules
+            "others": sorted(name for name in framework_packages() if name in sys.modules
                              and sys.modules[name] is not module)}
 
 

@@ -120,12 +120,8 @@ class Worker:
         n = str(self.case.world_size)
         # Through our wrapper, so that the launcher dies with the runner and passes on the device lock.
         wrapper = ["-m", "speedstats.bench.launch", str(self.control)]
-        if self.framework == "pytorch":
-            launcher = ["torch.distributed.run", "--nnodes", "1", "--nproc_per_node", n,
-                        "--master_addr", "127.0.0.1", "--master_port", port]
-        else:
-            launcher = ["oneflow.distributed.launch", "--nproc_per_node", n,
-                        "--master_addr", "127.0.0.1", "--master_port", port]
+        launcher = [*contender(self.role).ddp_launcher, "--nproc_per_node", n,
+                    "--master_addr", "127.0.0.1", "--master_port", port]
         return [interpreter, *wrapper, *launcher, *worker]
 
     def start(self):
