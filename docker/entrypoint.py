@@ -305,7 +305,11 @@ def main(args=None, env=None):
             return stopped.status
         finally:
             if not args:
-                give_back_outputs(read_inputs(env), env)
+                try:
+                    give_back_outputs(read_inputs(env), env)
+                except Exception as exc:  # noqa: BLE001 - never in place of the step's own status
+                    print(f"speedstats: warning: could not give the outputs back to the workspace's owner: "
+                          f"{type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
