@@ -14,7 +14,7 @@ from speedstats.analysis.paired import SequentialRule
 from speedstats.bench import machine_state, memory
 from speedstats.render import render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results, results_from_dict
-from speedstats.suite import load_suite
+from speedstats.suite import Suite, load_suite
 from speedstats.verdict import MIB, judge
 
 # A process that starts a child and then, once told, writes 64 MiB page by page in that child and holds
@@ -178,16 +178,9 @@ def with_base(head_mib, base_mib, pytorch_mib=700):
                    builds={"oneflow": {}, "oneflow_base": {}})
 
 
-class Suite:
-    """A suite without thresholds, but its head-vs-base rule."""
-
-    name = "test"
-
-    def __init__(self, **rule):
-        self.head_vs_base = SequentialRule(**rule)
-
-    def case(self, case_id):
-        return None
+def rule_suite(**rule):
+    """A suite without cases, so without thresholds, but its head-vs-base rule."""
+    return Suite(name="test", head_vs_base=SequentialRule(**rule))
 
 
 @pytest.mark.parametrize("base_mib, head_mib, regression", [
@@ -200,23 +193,23 @@ class Suite:
 def test_a_head_holding_more_than_the_threshold_is_a_memory_regression_and_fails(base_mib, head_mib,
                                                                                 regression):
     results = with_base(head_mib, base_mib)
-    verdict = judge(results, Suite())
+    verdict = judge(results, rule_suite())
     assert verdict.memory_regressions == (["resnet50-bs2"] if regression else [])
     assert verdict.passed is not regression
     assert verdict.memory[0].threshold_bytes == max(64 * MIB, base_mib * MIB * 0.02)
 
 
 def test_the_suite_switch_makes_a_memory_regression_a_note():
-    verdict = judge(with_base(1200, 1000), Suite(memory="report"))
+    verdict = judge(with_base(1200, 1000), rule_suite(memory="report"))
     assert verdict.memory_regressions == ["resnet50-bs2"] and verdict.passed
-    verdict = judge(with_base(1200, 1000), Suite(memory_threshold_mib=256))
+    verdict = judge(with_base(1200, 1000), rule_suite(memory_threshold_mib=256))
     assert verdict.memory_regressions == [] and verdict.passed
 
 
 def test_peaks_of_different_kinds_are_not_compared():
     results = with_base(1200, 1000)
     results.cases[0].frameworks["oneflow_base"].sampled_memory_kind = "nvml-tree"
-    verdict = judge(results, Suite())
+    verdict = judge(results, rule_suite())
     assert verdict.memory == [] and verdict.passed
 
 
@@ -235,19 +228,20 @@ def memory_part(results, suite):
 
 
 def test_the_memory_line_after_the_block_gives_the_signed_change_byte_for_byte():
-    assert memory_part(with_base(1228, 1100), Suite()) == (
+    assert memory_part(with_base(1228, 1100), rule_suite()) == (
         "\u274c resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) regression\n"
         + WARM_UP)
-    assert memory_part(with_base(1101, 1100), Suite()) == (
+    assert memory_part(with_base(1101, 1100), rule_suite()) == (
         "resnet50-bs2 memory: OneFlow 1101 MiB, base 1100 MiB, +1 MiB (+0.1%) within 64 MiB\n" + WARM_UP)
-    assert memory_part(with_base(1228, 1100), Suite(memory="report")) == (
+    assert memory_part(with_base(1228, 1100), rule_suite(memory="report")) == (
         "\u26a0\ufe0f resnet50-bs2 memory: OneFlow 1228 MiB, base 1100 MiB, +128 MiB (+11.6%) "
         "regression (reported, not judged)\n" + WARM_UP)
-    assert memory_part(with_base(1100 - 0.3, 1100), Suite()).startswith(
+    assert memory_part(with_base(1100 - 0.3, 1100), rule_suite()).startswith(
         "resnet50-bs2 memory: OneFlow 1100 MiB, base 1100 MiB, +0 MiB (+0.0%) within 64 MiB\n")
     results = with_base(1228, 1100)
     results.cases[0].frameworks["oneflow"].setup_s = 15.0
-    assert memory_part(results, Suite()).endswith("resnet50-bs2 15.0s, base 12.5s (+20.0%, one start each)")
+    assert memory_part(results, rule_suite()).endswith(
+        "resnet50-bs2 15.0s, base 12.5s (+20.0%, one start each)")
 
 
 def test_the_warm_up_line_gives_each_pair_of_processes_change_byte_for_byte():
@@ -255,11 +249,11 @@ def test_the_warm_up_line_gives_each_pair_of_processes_change_byte_for_byte():
     head, base = results.cases[0].frameworks["oneflow"], results.cases[0].frameworks["oneflow_base"]
     head.setup_starts_s, head.setup_s = [3.3, 2.9], 3.1
     base.setup_starts_s, base.setup_s = [3.0, 3.0], 3.0
-    assert memory_part(results, Suite()).split("\n")[1] == (
+    assert memory_part(results, rule_suite()).split("\n")[1] == (
         "Warm-up, from the worker's start to its first timed round (reported, not judged): "
         "resnet50-bs2 3.1s, base 3.0s (+3.3%, the median of 2 starts each; pair by pair +10.0%, -3.3%)")
     base.setup_starts_s = [3.0]
-    assert memory_part(results, Suite()).endswith("(+3.3%, the median of 2 and 1 starts)")
+    assert memory_part(results, rule_suite()).endswith("(+3.3%, the median of 2 and 1 starts)")
 
 
 def test_the_block_itself_is_unchanged_by_the_memory_lines():
@@ -267,9 +261,9 @@ def test_the_block_itself_is_unchanged_by_the_memory_lines():
     for case in results.cases:
         for fw in case.frameworks.values():
             fw.sampled_peak_bytes = fw.sampled_memory_kind = fw.rss_peak_bytes = None
-    plain = render_speed_stats(results, Suite(), judge(results, Suite()))
+    plain = render_speed_stats(results, rule_suite(), judge(results, rule_suite()))
     results = with_base(1228, 1100)
-    body = render_speed_stats(results, Suite(), judge(results, Suite()))
+    body = render_speed_stats(results, rule_suite(), judge(results, rule_suite()))
     assert body.split("</details>")[0] == plain.split("</details>")[0]
     assert "memory:" not in plain
 
