@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
-from test_github_matrix import PR, REPO, TOKEN, default_suite_shards, make_shard
+from matrix_shards import PR, REPO, TOKEN, default_suite_shards, make_shard
 
 
 def one_report(gh, root, gpus, sha, run_id):

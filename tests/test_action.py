@@ -11,112 +11,24 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from busy_machine import TOLERATE_OTHER_LOAD
-from speedstats.gpuinfo import cpu_name
-
-ROOT = Path(__file__).resolve().parents[1]
-ENTRYPOINT = ROOT / "docker" / "entrypoint.py"
-TOKEN = "ghs_speedstats_test_token"
-REPO = "o/r"
-PR = 7
-HEAD = "a" * 40
-
-# The tiniest real benchmark: one ResNet50 step per framework on the CPU. The ratio always passes; a
-# millisecond threshold that fails scores 2, which fails the verdict.
-TINY_SUITE = """\
-name: tiny
-warmup: 0
-timeout_s: 600
-lock_timeout_s: 600
-cases:
-  - id: resnet50-bs1
-    kind: resnet50
-    batch_size: 1
-    image_size: 64
-    times: 1
-    min_relative_speed: 0.001
-    max_oneflow_ms:
-      default: {max_oneflow_ms}
-""" + TOLERATE_OTHER_LOAD
-
-
-# The comment of that run: the CPU named on the GPU line, three lines for the case, both checks marked,
-# then, for a missed threshold, its confirmation in fresh processes, and the builds that were measured
-# (the environment's own).
-TINY_BODY = (
-    r"<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: {gpu_name} \n\n "
-    r"{mark} OneFlow resnet50 time: (\d+\.\d)ms \(= \1ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
-    r"PyTorch resnet50 time: (\d+\.\d)ms \(= \2ms / 1, input_shape=\[1, 3, 64, 64\]\)\n"
-    r"✔️ Relative speed: \d+\.\d\d \(= \2ms / \1ms\)\n ``` \n\n</details>"
-    # Real rounds on a shared CPU may scatter: a note then says so, truthfully.
-    r"(?:\n\n⚠️ Unstable figures, their rounds scatter with a coefficient of variation above 30%: [^\n]+)?"
-    r"(?:\n\n❌ Confirmed in fresh processes: resnet50-bs1 \(OneFlow [\d.]+ms is above 0\.001ms on .*\))?"
-    r"\n\nBuilds: OneFlow 0\.9\.0 \(git \w+, installed\) with flowvision [\d.]+; "
-    r"PyTorch [\w.+]+ \(git \w+, installed\) with torchvision [\w.+]+, timm [\w.+]+"
+from actions_runner import (
+    ENTRYPOINT,
+    HEAD,
+    PR,
+    REPO,
+    TINY_BODY,
+    TINY_SUITE,
+    TOKEN,
+    action,
+    action_env,
+    clean_environ,
+    planned,
+    run_entrypoint,
 )
-
-
-def action():
-    return yaml.safe_load((ROOT / "action.yml").read_text())
-
-
-def input_env_name(name):
-    """How the runner names an input's variable: INPUT_ + upper case, spaces to '_', '-' kept."""
-    return "INPUT_" + name.replace(" ", "_").upper()
-
-
-def clean_environ():
-    """This process's environment without what a surrounding Actions job would leak in."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_", "SPEEDSTATS_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src")] + [p for p in [env.get("PYTHONPATH")] if p])
-    return env
-
-
-def action_env(workspace, gh_url=None, inputs=None, event=None):
-    """The environment a Docker action step gets: every input's INPUT_* (action.yml defaults where
-    not given, `${{ github.* }}` defaults evaluated), the GitHub variables and file commands."""
-    workspace = Path(workspace)
-    files = workspace.parent / "_runner_file_commands"
-    files.mkdir(exist_ok=True)
-    event_path = workspace.parent / "event.json"
-    event_path.write_text(json.dumps(event or {
-        "action": "synchronize", "number": PR,
-        "pull_request": {"number": PR, "head": {"sha": HEAD, "repo": {"full_name": REPO}},
-                         "base": {"repo": {"full_name": REPO}}},
-        "repository": {"full_name": REPO},
-    }))
-    github = {"token": TOKEN, "job": "speed"}
-    env = clean_environ()
-    env.update({
-        "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": REPO,
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(workspace), "GITHUB_JOB": "speed",
-        "GITHUB_RUN_ID": "4242", "GITHUB_SHA": HEAD,
-        "GITHUB_OUTPUT": str(files / "set_output"), "GITHUB_STEP_SUMMARY": str(files / "step_summary"),
-        "RUNNER_TEMP": str(workspace.parent / "_temp"),
-        "SPEEDSTATS_LOCK_DIR": str(workspace.parent / "locks"),
-    })
-    if gh_url:
-        env["GITHUB_API_URL"] = gh_url
-    for name, spec in action()["inputs"].items():
-        value = str(spec.get("default", ""))
-        if value.startswith("${{"):
-            expression = value.strip("${} ")
-            assert expression.startswith("github."), f"input {name}: default {value} is not a github.* value"
-            value = github[expression.split(".", 1)[1]]
-        env[input_env_name(name)] = value
-    for name, value in (inputs or {}).items():
-        assert name in action()["inputs"], f"no input {name!r} in action.yml"
-        env[input_env_name(name)] = str(value)
-    return env
-
-
-def run_entrypoint(env, cwd, args=()):
-    return subprocess.run([sys.executable, str(ENTRYPOINT), *args], check=False, cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+from helpers import stand_in_flowvision, stand_in_oneflow
+from procfs import reading_stdin
+from speedstats.gpuinfo import cpu_name
 
 
 def outputs_of(env):
@@ -124,14 +36,6 @@ def outputs_of(env):
 
     path = Path(env["GITHUB_OUTPUT"])
     return read_outputs(path) if path.exists() else {}
-
-
-def planned(tmp_path, **inputs):
-    workspace = tmp_path / "workspace"
-    workspace.mkdir(exist_ok=True)
-    proc = run_entrypoint(action_env(workspace, inputs=inputs), workspace, ["--print"])
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 # -- action.yml ----------------------------------------------------------------------------------------
@@ -639,7 +543,6 @@ def test_the_build_cache_is_in_the_checkouts_git_folder_unless_cache_dir_says(tm
 def test_a_build_installed_by_one_job_comes_from_the_cache_in_the_next(tmp_path):
     """Two jobs on one runner: the second finds the build the first installed, though actions/checkout
     deleted every untracked file of the workspace between them."""
-    from test_builds import stand_in_flowvision, stand_in_oneflow
 
     workspace = tmp_path / "workspace"
     (workspace / ".git").mkdir(parents=True)
@@ -684,7 +587,6 @@ def test_a_sigterm_to_the_entrypoint_reaches_the_command_which_exits_130(tmp_pat
     import signal
     import time
 
-    from test_hostile_input import reading_stdin
 
     workspace = tmp_path / "workspace"
     workspace.mkdir()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from actions_runner import action, clean_environ
 from speedstats.suite import BUILD_FIELDS, MODES, load_suite
-from test_action import action, clean_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 README_LINES_MAX = 332  # 300, and the table of examples and the versioning policy of the first release,

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from fakenvml import fake_nvml, gpu
+from helpers import make_wheel
 from speedstats.bench import driver_check, machine_state
 from speedstats.bench.driver_check import arch_runs_on, build_runs_on, check_architectures
 from speedstats.errors import UserError
@@ -187,7 +188,6 @@ def test_the_installed_torch_has_kernels_for_every_gpu_of_the_old_job(tmp_path):
 def stand_in_torch_wheels(folder, version, archs, cuda):
     """torch, torchvision and timm wheels whose import reports `version`, `cuda` and the architecture
     list `archs`, as torch 2.14.1's wheel would; a stand-in because the real one is 1 GB."""
-    from test_builds import make_wheel
 
     return [
         make_wheel(folder, "torch", version, {

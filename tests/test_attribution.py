@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from fakebench import PROFILE, SLOW_PROFILE, Bench, head_vs_base
+from fakebench import suite as fake_suite
+from helpers import notes_of, profiled, results_with
 from oneflow_builds import SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import ProfiledRound, attribute
 from speedstats.bench.sampler import StackSampler
+from speedstats.contenders import BASE, HEAD, PYTORCH
 from speedstats.errors import UserError
 from speedstats.render import render_speed_stats
-from speedstats.results import Results
 from speedstats.suite import suite_from_dict
 from speedstats.verdict import judge
-from test_render_builds import case as paired_case
-from test_schedule import BASE, HEAD, PYTORCH, Bench
-from test_schedule import suite as fake_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOWED = SLOWED_PLACE
@@ -126,14 +126,6 @@ def test_a_profiled_oneflow_step_keeps_its_gradients_through_no_grad_blocks(tmp_
     assert samples > 0 and without_grad == 0
 
 
-def profiled(rng, extra_s=0.0, places=40, steps=2):
-    """One profiled round of `places` places around 5 ms per step each, SLOWED costing extra_s more."""
-    self_s = {f"oneflow.module{i}:function": max(0.0, rng.gauss(0.01, 0.0015)) for i in range(places)}
-    self_s[SLOWED] = max(0.0, rng.gauss(0.002, 0.0003)) + extra_s
-    total = dict(self_s, **{"speedstats.bench.worker:main": sum(self_s.values())})
-    return ProfiledRound(steps=steps, total_s=sum(self_s.values()), self_s=self_s, place_total_s=total)
-
-
 def test_an_unchanged_build_shows_no_significant_place():
     rng = random.Random(7)
     false_alarms = 0
@@ -200,12 +192,6 @@ def attribution_of(extra_s, seed=5):
                      profiler="Python stack sampled every 1 ms in the worker (bench.sampler)")
 
 
-def results_with(attribution):
-    record = paired_case("resnet50-bs2", 2)
-    record.attribution = attribution
-    return Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record])
-
-
 def test_results_json_keeps_every_place_and_reads_it_back(tmp_path):
     results = results_with(attribution_of(0.04))
     path = tmp_path / "results.json"
@@ -232,10 +218,6 @@ def test_a_malformed_attribution_is_one_line_naming_it(tmp_path, change, message
         results_model.load(path)
     assert "(resnet50-bs2).attribution" in str(raised.value) and message in str(raised.value)
     assert "\n" not in str(raised.value)
-
-
-def notes_of(results):
-    return render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n", 1)[1]
 
 
 def test_the_places_follow_the_head_against_base_table():
@@ -298,16 +280,6 @@ def test_the_suite_fields_and_their_one_line_errors():
                             ({"attribute_budget": 1}, "field 'attribute_budget' must be below 1")]:
         with pytest.raises(UserError, match=message):
             fake_suite(**fields)
-
-
-PROFILE = {"self_s": {"oneflow.a:f": 0.01, SLOWED: 0.002}, "total_s": {"oneflow.a:f": 0.01, SLOWED: 0.002}}
-SLOW_PROFILE = {"self_s": {"oneflow.a:f": 0.01, SLOWED: 0.042}, "total_s": {"oneflow.a:f": 0.01,
-                                                                              SLOWED: 0.042}}
-
-
-def head_vs_base(head_s, profile, **fields):
-    return {HEAD: [{"rounds": [head_s], "profile": profile}], BASE: [{"rounds": [0.1], "profile": PROFILE}],
-            PYTORCH: [{"rounds": [0.05]}]}
 
 
 def test_a_slower_head_gets_profiled_rounds_alternating_after_the_timed_ones(tmp_path):

@@ -1,10 +1,9 @@
 """Builds as inputs: parsing the user's text, installing a build once into the cache, probing it,
 and failing in seconds with one line when a build does not install or import.
 
-The light tests install tiny wheels made here (a stand-in oneflow and flowvision) with real pip; the
-heavy ones install the real OneFlow wheel repacked as 0.9.0+a."""
+The light tests install tiny wheels (tests/helpers.py: a stand-in oneflow and flowvision) with real
+pip; the heavy ones install the real OneFlow wheel repacked as 0.9.0+a."""
 
-import base64
 import hashlib
 import json
 import os
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import make_wheel, stand_in_flowvision, stand_in_oneflow
 from speedstats.bench.builds import (
     DIGESTS,
     BuildSource,
@@ -30,39 +30,6 @@ from speedstats.contenders import FAMILIES, family_packages
 from speedstats.errors import UserError
 
 WHEEL_TAIL = "cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
-
-
-def make_wheel(folder, name, version, files):
-    """A minimal valid pure-Python wheel holding `files` ({path in the wheel: text})."""
-    dist_info = f"{name}-{version}.dist-info"
-    files = {
-        **files,
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: "
-                               "py3-none-any\n"),
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    record.append(f"{dist_info}/RECORD,,")
-    wheel = Path(folder) / f"{name}-{version}-py3-none-any.whl"
-    wheel.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
-    return wheel
-
-
-def stand_in_oneflow(folder, version="0.0.1+fake", init=None):
-    init = init or f'__version__ = "{version}"\n__git_commit__ = "abc1234"\n'
-    return make_wheel(folder, "oneflow", version, {"oneflow/__init__.py": init})
-
-
-def stand_in_flowvision(folder, version="0.0.1+fake"):
-    return make_wheel(folder, "flowvision", version,
-                      {"flowvision/__init__.py": f'import oneflow\n__version__ = "{version}"\n'})
 
 
 def sha256(path):

@@ -8,11 +8,11 @@ import shlex
 import pytest
 import requests
 
+from actions_runner import HEAD, PR, REPO, TOKEN, action_env, planned
 from fakegithub import actions_env, event_payload, run_speedstats
-from test_action import HEAD, PR, REPO, TOKEN, action_env, planned
-from test_github_matrix import RUN, SHA1, fork_report, make_shard, shard_zip
-from test_github_matrix import TOKEN as MATRIX_TOKEN
-from test_github_matrix import report as matrix_report
+from matrix_shards import RUN, SHA1, fork_report, make_shard, shard_zip
+from matrix_shards import TOKEN as MATRIX_TOKEN
+from matrix_shards import report as matrix_report
 
 GPU = "NVIDIA A100-SXM4-80GB"
 NAME = f"speedstats / {GPU}"

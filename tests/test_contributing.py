@@ -1,12 +1,12 @@
 """CONTRIBUTING.md tells the truth about the code: its table of layers and its table of libraries are the
-ones tests/test_layers.py holds the package to, and its table of which tests cover which module has a row
-for every module and names only test files that exist, every one of them."""
+ones tests/test_layers.py holds the package to (tests/layer_table.py), and its table of which tests cover
+which module has a row for every module and names only test files that exist, every one of them."""
 
 import ast
 import re
 from pathlib import Path
 
-from test_layers import LAYERS, LIBRARY_LAYERS, SRC, module_files
+from layer_table import LAYERS, LIBRARY_LAYERS, SRC, module_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIBUTING = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")

@@ -3,68 +3,22 @@ an unstable figure's note; the suite's `disturbance:` settings."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import BLOCK, results, speedstats
 from speedstats import pipeline
 from speedstats import results as results_model
 from speedstats.errors import EXIT_DISTURBED, UserError
-from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.suite import load_suite, suite_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BLOCK = (
-    "<details>\n <summary>Speed stats:</summary>\n\n ``` \nGPU Name: CPU: AMD EPYC (2 cores) \n\n"
-    " OneFlow resnet50 time: 283.9ms (= 2839.0ms / 10, input_shape=[2, 3, 64, 64])\n"
-    "PyTorch resnet50 time: 5134.0ms (= 51340.0ms / 10, input_shape=[2, 3, 64, 64])\n"
-    "\u2714\ufe0f Relative speed: 18.08 (= 5134.0ms / 283.9ms)\n ``` \n\n</details>"
-)
 WARNING_LINE = (
     "\u26a0\ufe0f resnet50-bs2: other processes used 1.0 of 2 cores during PyTorch's rounds; "
     "its figures are not comparable"
 )
-
-
-def framework(ms, rounds_ms):
-    return FrameworkResult(
-        total_s=ms / 100,
-        per_iter_s=ms / 1000,
-        times=10,
-        rounds_s=[r / 1000 for r in rounds_ms],
-        round_iterations=10,
-    )
-
-
-def results(disturbed=True, pytorch_rounds=(5134.0,)):
-    case = CaseResult(
-        id="resnet50-bs2",
-        kind="resnet50",
-        batch_size=2,
-        times=10,
-        input_shape=[2, 3, 64, 64],
-        frameworks={"oneflow": framework(283.9, [283.9]), "pytorch": framework(5134.0, list(pytorch_rounds))},
-    )
-    if disturbed:
-        case.disturbance = {
-            "contenders": {"pytorch": ["other processes used 1.0 of 2 cores"]},
-            "text": "other processes used 1.0 of 2 cores during PyTorch's rounds",
-        }
-    return Results(suite="smoke", device="cpu", gpu_name="CPU: AMD EPYC (2 cores)", cases=[case])
-
-
-def speedstats(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "speedstats", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )
 
 
 def test_a_disturbed_case_renders_the_warning_after_the_block_and_render_exits_7(tmp_path):

@@ -11,28 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import dockerfile_instructions
+
 ROOT = Path(__file__).resolve().parents[1]
 NO_TEST_TOOLS = "requirements/test.txt"  # pytest and ruff: the image runs no tests
-
-
-def dockerfile_instructions(text):
-    """(INSTRUCTION, argument) pairs, with continuation lines joined and comments dropped."""
-    instructions, current = [], ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not current and (not stripped or stripped.startswith("#")):
-            continue
-        if current and stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            current += stripped[:-1] + " "
-            continue
-        current += stripped
-        keyword, _, argument = current.partition(" ")
-        instructions.append((keyword.upper(), argument.strip()))
-        current = ""
-    assert not current, "the Dockerfile ends inside a continued line"
-    return instructions
 
 
 def split_commands(shell):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from test_workflows import condition, load_workflow
+from actions_runner import condition, load_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples" / "workflows").glob("*.yml"))

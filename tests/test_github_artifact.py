@@ -9,13 +9,15 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from actions_runner import TOKEN as JOB_TOKEN
+from actions_runner import load_workflow, run_job
 from fakegithub import actions_env, event_payload, run_speedstats
+from helpers import project_home
 from speedstats import results as results_model
 from speedstats.bundle import write_bundle
 from speedstats.render import render_speed_stats
 from speedstats.suite import load_suite
 from speedstats.verdict import judge
-from test_release import project_home
 
 REPO = "o/r"
 TOKEN = "ghs_ArtifactT0kenNeverToBePrinted00000004"
@@ -264,8 +266,6 @@ def test_the_example_pair_fits_together_and_the_poster_never_runs_the_forks_code
 def test_the_example_poster_posts_a_forks_bundle_from_the_actions_image(fake_github, tmp_path):
     """The poster workflow's job as the runner runs it (its `if:`, the action's step through the
     entrypoint), on the workflow_run event of a fork's failed benchmark run."""
-    from test_action import TOKEN as JOB_TOKEN
-    from test_workflows import load_workflow, run_job
 
     gh = fake_github(JOB_TOKEN)
     fork_setup(gh, tmp_path, conclusion="failure")

@@ -1,13 +1,13 @@
 """The GPU name: NVML's where there is a GPU (checked against nvidia-smi), the CPU's otherwise."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import nvidia_smi_name
 from speedstats import gpuinfo
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -29,17 +29,6 @@ CPU implementer\t: 0x41
 
 Hardware\t: Neoverse-N1   board
 """
-
-
-def nvidia_smi_name():
-    """The name of GPU 0 as nvidia-smi prints it, or None without a GPU."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.strip() or None
 
 
 def test_cpu_model_from_x86_cpuinfo(tmp_path):

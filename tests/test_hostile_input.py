@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fakegithub import run_speedstats
+from procfs import reading_stdin
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
 
@@ -283,21 +284,6 @@ def wait_for(condition, proc, what, timeout=60):
             proc.kill()
             pytest.fail(f"never {what}: {proc.communicate()}")
         time.sleep(0.05)
-
-
-READ_SYSCALLS = {"x86_64": "0", "aarch64": "63"}
-
-
-def reading_stdin(pid):
-    """Whether the process waits in a read of its stdin (a pipe): where the kernel says (wchan), else
-    the system call it is in (read, fd 0)."""
-    try:
-        if Path(f"/proc/{pid}/wchan").read_text().endswith("pipe_read"):
-            return True
-        call = Path(f"/proc/{pid}/syscall").read_text().split()
-    except OSError:
-        return False
-    return call[:2] == [READ_SYSCALLS.get(os.uname().machine), "0x0"]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM])

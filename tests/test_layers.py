@@ -1,6 +1,7 @@
-"""The layers of src/speedstats: one table says which layer each module is on and which layers it may
-import from, besides its own. The libraries that belong to one layer (the frameworks to bench/, jinja2
-to render, PyGithub to github/) are imported nowhere else, and no modules import each other in a circle.
+"""The layers of src/speedstats: one table (tests/layer_table.py) says which layer each module is on and
+which layers it may import from, besides its own. The libraries that belong to one layer (the frameworks
+to bench/, jinja2 to render, PyGithub to github/) are imported nowhere else, and no modules import each
+other in a circle.
 
 Imports are read with `ast`, so an import inside a function counts as much as one at the top: hiding an
 upward import or a circle inside a function does not make it go away. CONTRIBUTING.md ("Layout and
@@ -8,51 +9,9 @@ layers") shows the same table; tests/test_contributing.py holds the two together
 """
 
 import ast
-from pathlib import Path
 
+from layer_table import LAYERS, LIBRARY_LAYERS, SRC, module_files
 from speedstats.cli import COMMAND_MODULES
-
-SRC = Path(__file__).resolve().parents[1] / "src"
-
-# Each layer: its name, its modules, and the layers it may import from besides its own (all listed before
-# it). An entry is a module ("speedstats.results") or a package with all its modules ("speedstats.bench.*");
-# a module named on its own is on that layer even inside a package named with *.
-LAYERS = (
-    ("helpers", ("speedstats", "speedstats.contenders", "speedstats.errors", "speedstats.text",
-                 "speedstats.fsutil", "speedstats.resources", "speedstats.actions_io", "speedstats.gpuinfo",
-                 "speedstats.lock", "speedstats.casekinds", "speedstats.settings"), ()),
-    ("statistics", ("speedstats.analysis.*",), ("helpers",)),
-    ("results", ("speedstats.results", "speedstats.suite", "speedstats.machine"), ("helpers", "statistics")),
-    ("verdict", ("speedstats.verdict",), ("helpers", "statistics", "results")),
-    ("bench", ("speedstats.bench.*",), ("helpers", "statistics", "results", "verdict")),
-    ("render", ("speedstats.render",), ("helpers", "statistics", "results", "verdict")),
-    ("files", ("speedstats.bundle", "speedstats.history", "speedstats.parse"),
-     ("helpers", "statistics", "results")),
-    ("github", ("speedstats.github.*",), ("helpers", "statistics", "results", "verdict", "render", "files")),
-    ("commands", ("speedstats.cli", "speedstats.__main__", "speedstats.pipeline", "speedstats.run_cli",
-                  "speedstats.render_cli", "speedstats.compare_cli", "speedstats.suite_cli",
-                  "speedstats.doctor_cli", "speedstats.github.cli"),
-     ("helpers", "statistics", "results", "verdict", "bench", "render", "files", "github")),
-)
-
-# The libraries only one layer imports: the renderer and the GitHub commands run without the frameworks
-# (requirements/light.txt), only render fills templates, and only github/ talks to GitHub.
-LIBRARY_LAYERS = {
-    "torch": "bench", "torchvision": "bench", "oneflow": "bench", "flowvision": "bench", "timm": "bench",
-    "numpy": "bench", "PIL": "bench",
-    "matplotlib": "statistics",
-    "jinja2": "render",
-    "github": "github", "requests": "github",
-}
-
-
-def module_files(src):
-    """{dotted module name: file} of every module under src (a package is named by its __init__.py)."""
-    modules = {}
-    for path in sorted(src.rglob("*.py")):
-        parts = path.relative_to(src).with_suffix("").parts
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return modules
 
 
 def imported_names(tree, package):

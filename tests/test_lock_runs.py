@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from actions_runner import TINY_SUITE, clean_environ
 from speedstats.lock import device_lock
-from test_action import TINY_SUITE, clean_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,11 @@ import time
 
 import pytest
 
+from fakebench import Bench, suite
 from fakenvml import fake_nvml, gpu
 from speedstats.analysis.paired import SequentialRule
 from speedstats.bench import machine_state, memory
+from speedstats.contenders import HEAD, PYTORCH
 from speedstats.render import render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results, results_from_dict
 from speedstats.suite import Suite, load_suite
@@ -365,7 +367,6 @@ class CountingGpu(dict):
 
 
 def test_energy_per_step_from_the_counter_and_null_without_one(tmp_path, nvml):
-    from test_schedule import HEAD, PYTORCH, Bench, suite
 
     plan = {HEAD: [{"rounds": [1.0]}], PYTORCH: [{"rounds": [1.0]}]}
     for name in ("with", "without"):

@@ -12,16 +12,17 @@ import textwrap
 
 import pytest
 
+from fakebench import PROFILE, SLOW_PROFILE, Bench, head_vs_base
+from fakebench import suite as fake_suite
+from helpers import notes_of, profiled, results_with
 from oneflow_builds import SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import attribute
 from speedstats.bench.environment import subprocess_env
 from speedstats.bench.opprofile import ONEFLOW_NEEDS_GPU
 from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.contenders import BASE
 from speedstats.errors import UserError
-from test_attribution import PROFILE, SLOW_PROFILE, head_vs_base, notes_of, profiled, results_with
-from test_schedule import BASE, Bench
-from test_schedule import suite as fake_suite
 
 
 def profiled_worker_round(tmp_path, framework):

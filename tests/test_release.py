@@ -3,7 +3,6 @@ prebuilt image of its version, and the release workflow that builds it. scripts/
 process, as the release workflow and a fork's maintainer run it."""
 
 import base64
-import importlib.util
 import json
 import re
 import shutil
@@ -14,40 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from actions_runner import action
+from helpers import dockerfile_instructions, project_home, pyproject, release
 from speedstats import __version__
-from test_action import action
-from test_dockerfile import dockerfile_instructions
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "release.py"
 RELEASE_WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("release_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-release = load_script()
-
-
-def pyproject(root=ROOT):
-    with open(Path(root) / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["project"]
-
-
-def project_home(root=ROOT):
-    """OWNER/REPO of the action: pyproject.toml's Repository URL, the one place it is written."""
-    url = pyproject(root)["urls"]["Repository"]
-    assert url.startswith("https://github.com/"), url
-    return url[len("https://github.com/"):]
 
 
 def run_script(*args, root=ROOT):

@@ -4,22 +4,15 @@ import json
 
 import pytest
 
+from helpers import FASTER, PYTORCH, SAME, UNCLEAR, base_rounds, case, fw
 from speedstats import results as results_model
 from speedstats.analysis.paired import DEFAULT_RULE, DONE, Rounds, SequentialRule
 from speedstats.errors import UserError
 from speedstats.render import build_text, render_speed_stats
-from speedstats.results import CaseResult, FrameworkResult, Results
+from speedstats.results import CaseResult, Results
 from speedstats.suite import load_suite, suite_from_dict
 from speedstats.verdict import judge
 
-BASE = [0.25, 0.26, 0.25, 0.27, 0.25, 0.26, 0.25, 0.26, 0.27, 0.25]
-# Per-round ratios head/base: a clear slowdown, a change inside the band, a clear speed-up, and a
-# slowdown the rounds scatter too much to show.
-SLOWER = [1.21, 1.18, 1.24, 1.19, 1.22, 1.20, 1.17, 1.23, 1.20, 1.21]
-SAME = [1.01, 0.99, 1.00, 1.02, 0.99, 1.00, 1.01, 0.98, 1.00, 1.01]
-FASTER = [0.84, 0.86, 0.85, 0.83, 0.86, 0.85, 0.84, 0.87, 0.85, 0.86]
-UNCLEAR = [1.20, 0.98, 1.25, 1.01, 1.30, 0.97, 1.18, 1.05, 1.22, 0.99]
-PYTORCH = [0.18, 0.181, 0.179, 0.18, 0.182, 0.18, 0.181, 0.18, 0.179, 0.18]
 # PyTorch's rounds scattering ~16% about one speed (steady: the machine did not move), and rounds that
 # moved 11% from the first half to the second of each pair of processes' stretch (unsteady).
 PYTORCH_SCATTERED = [0.18, 0.14, 0.22, 0.17, 0.21, 0.15, 0.19, 0.16, 0.23, 0.18]
@@ -37,39 +30,6 @@ BUILDS = {
                                        "requirement": "torch==2.14.1"},
                              "torchvision": {"version": "0.29.1"}}},
 }
-
-
-def fw(rounds, times=10):
-    per_iter = sorted(rounds)[len(rounds) // 2]
-    return FrameworkResult(total_s=per_iter * times, per_iter_s=per_iter, times=times, rounds_s=list(rounds),
-                           round_iterations=2)
-
-
-def base_rounds(count):
-    return [BASE[k % len(BASE)] for k in range(count)]
-
-
-def measured(ratios, rule=DEFAULT_RULE):
-    """The rule driven over these ratios as the runner drives it: its verdict on the rounds it took."""
-    rounds = Rounds(rule)
-    for ratio in ratios:
-        if rounds.action == DONE:
-            break
-        rounds.add(ratio)
-    if rounds.action != DONE:
-        rounds.stop_now()
-    n = len(rounds.ratios)
-    return rounds.verdict([b * r for b, r in zip(base_rounds(n), ratios)], base_rounds(n))
-
-
-def case(case_id, batch, ratios=SLOWER, pytorch=PYTORCH, rule=DEFAULT_RULE):
-    record = CaseResult(id=case_id, kind="resnet50", batch_size=batch, times=10,
-                        input_shape=[batch, 3, 64, 64])
-    base = base_rounds(len(ratios))
-    head = [b * r for b, r in zip(base, ratios)]
-    record.frameworks = {"oneflow": fw(head), "oneflow_base": fw(base), "pytorch": fw(pytorch)}
-    record.paired = measured(ratios, rule)
-    return record
 
 
 @pytest.fixture

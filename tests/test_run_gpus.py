@@ -14,13 +14,13 @@ import sys
 import pytest
 
 from fakenvml import fake_nvml, gpu
+from helpers import BLOCK, make_wheel, results, speedstats, stand_in_flowvision
 from speedstats import pipeline
 from speedstats.bench.runner import SuiteRunner
 from speedstats.errors import UserError
 from speedstats.lock import device_lock
 from speedstats.results import SkippedCase, loads
 from speedstats.suite import load_suite, suite_from_dict
-from test_disturbed import BLOCK, results, speedstats
 
 RTX_3080_TI = {"name": "NVIDIA GeForce RTX 3080 Ti", "compute_capability": (8, 6)}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0)}
@@ -200,7 +200,6 @@ def ones(n, device="cpu"):
 @pytest.mark.venv
 def test_an_untold_oneflow_build_that_cannot_run_on_the_gpu_exits_2_before_the_lock(tmp_path, nvml, locks,
                                                                                      capsys):
-    from test_builds import make_wheel, stand_in_flowvision
 
     nvml(RTX_3080_TI)
     wheels = [make_wheel(tmp_path / "wheels", "oneflow", "0.9.1+stub", {"oneflow/__init__.py": STUB_ONEFLOW}),

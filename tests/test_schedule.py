@@ -13,58 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from fakebench import FAKE_WORKER, Bench, suite
 from fakenvml import fake_nvml, gpu
 from procfs import running
 from speedstats.analysis.paired import SequentialRule
 from speedstats.bench.builds import Build
-from speedstats.bench.runner import SuiteRunner
-from speedstats.suite import suite_from_dict
+from speedstats.contenders import BASE, HEAD, PYTORCH
 from speedstats.verdict import paired_text
 
-FAKE_WORKER = Path(__file__).resolve().parent / "fakeworker.py"
-HEAD, BASE, PYTORCH = "oneflow", "oneflow_base", "pytorch"
 SW_POWER_CAP, GPU_IDLE = 0x4, 0x1
 MIB = 2**20
-
-
-def suite(rounds=3, times=3, **fields):
-    case = {"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "image_size": 64, "times": times,
-            "min_relative_speed": 0.25}
-    # Other processes' CPU time (other tests on this machine) never disturbs these rounds: the
-    # disturbance tests throttle a GPU instead, when the plan says.
-    # No profiled rounds after a slower head unless a test asks (tests/test_attribution.py does), and
-    # no cap on a case's wall time that a slow machine could reach.
-    data = {"name": "fake", "warmup": 0, "rounds": rounds, "timeout_s": 30, "cases": [case],
-            "disturbance": {"retry_wait_s": 0, "max_other_cores": 1000.0}, "attribute": "never",
-            "head_vs_base": {"case_cap_factor": 101}}
-    data.update(fields)
-    return suite_from_dict(data, "test suite")
-
-
-class Bench:
-    """A runner over fake workers: `run(suite, plan)` runs the suite, each contender's workers following
-    its launches in `plan`; the results, the progress lines and the workers' events are kept."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        self.lines = []
-
-    def run(self, the_suite, plan, **runner_args):
-        plan_path = self.folder / "plan.json"
-        plan_path.write_text(json.dumps({"contenders": plan}))
-        runner = SuiteRunner(the_suite, runner_args.pop("device", "cpu"), self.folder / "out",
-                             progress=self.lines.append, contenders=list(plan),
-                             worker_program=(sys.executable, str(FAKE_WORKER), "--plan", str(plan_path)),
-                             **runner_args)
-        self.results = runner.run()
-        return self.results.cases[0]
-
-    @property
-    def events(self):
-        return (self.folder / "events.log").read_text(encoding="utf-8").splitlines()
-
-    def control(self, *parts):
-        return self.folder / "out" / "workers" / "resnet50-bs2" / Path(*parts)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """The test tiers (markers in pyproject.toml): ./scripts/test.sh --fast leaves out every marked tier and
-runs with the light dependencies only, so every test file must load without the heavy ones."""
+runs with the light dependencies only, so every test file must load without the heavy ones. What test files
+share lives in helper modules (tests/helpers.py and the others not named test_*), never in a test file."""
+import ast
 import os
 import re
 import subprocess
@@ -51,3 +53,14 @@ def test_the_fast_tier_leaves_out_every_registered_tier():
     (expression,) = re.findall(r'-m "([^"]*)"', script)
     assert re.fullmatch(r"not \w+( and not \w+)*", expression)
     assert set(re.findall(r"not (\w+)", expression)) == tiers
+
+
+def test_no_test_file_imports_another():
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}:{node.lineno}: {name}" for name in names
+                      if name.partition(".")[0].startswith(("test_", "conftest"))]
+    assert found == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_release import project_home
+from helpers import project_home, release
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -76,7 +76,6 @@ def test_no_workflow_grants_a_write_that_each_job_does_not_ask_for_itself():
 def test_the_released_action_yml_names_its_image_by_digest(tmp_path):
     """The action.yml the release commits (scripts/release.py pin-image) pins its image; this one, by
     its version tag, does not."""
-    from test_release import release
 
     assert "unpinned-images" in auditor_findings("action.yml")
     released = tmp_path / "action.yml"

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import yaml
 
+from actions_runner import action
+from helpers import project_home
 from speedstats.github import shards
-from test_action import action
-from test_release import project_home
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "examples" / "workflows" / "speedstats-gpu-matrix.yml"
 
