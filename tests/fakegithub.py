@@ -461,6 +461,9 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeGitHub = None
     storage = False  # True: the blob storage server
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm the body waits for the client's
+    # delayed ACK of the headers (up to 40 ms a request on loopback).
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

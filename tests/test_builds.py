@@ -628,3 +628,12 @@ def test_the_cache_evicts_the_least_recently_used_builds_it_is_not_measuring(tmp
     again = []
     assert prepare_version(tmp_path, "1", again).site_dir == folders["1"] / "site"
     assert any("installing with pip" in line for line in again)
+
+
+def test_a_build_spec_of_several_lines_is_refused_on_one():
+    from speedstats.bench.builds import _parse_sources
+    from speedstats.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        _parse_sources("oneflow", "x ``` </details>\n@octocat ![p](https://evil.example/p.png)")
+    assert "\n" not in str(refused.value) and str(refused.value).startswith("oneflow: x ``` </details> @octocat")

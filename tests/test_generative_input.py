@@ -654,7 +654,7 @@ def test_the_suite_seed_is_a_suite(tmp_path):
     assert (result.rc, result.err) == (0, "")
 
 
-@examples(0.6)
+@examples(0.4)
 @given(changes=mutations(SUITE_PATHS))
 def test_a_hostile_suite_is_read_or_refused_on_one_line(tmp_path, changes):
     check_suite_changes(tmp_path, changes)

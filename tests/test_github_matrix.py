@@ -446,11 +446,12 @@ def failing_shard(root, gpu, sha, run_id):
 def test_an_alert_over_githubs_limit_keeps_every_gpu_and_the_links_and_is_posted(gh, tmp_path):
     gpus = [f"gpu{i:02}" for i in range(1, 49)]
     (tmp_path / "run-1" / "speedstats-shards").mkdir(parents=True)
-    assert report(gh, tmp_path / "run-1", gpus=gpus).rc == 0  # no shard yet: incomplete
+    # 48 GPUs' check runs are test_check_runs.py's matter, not this alert's: left out to keep it quick.
+    assert report(gh, tmp_path / "run-1", "--no-check-run", gpus=gpus).rc == 0  # no shard yet: incomplete
     gh.push(REPO, PR, SHA2)
     for gpu in gpus:
         failing_shard(tmp_path / "run-2", gpu, SHA2, 2)
-    result = report(gh, tmp_path / "run-2", sha=SHA2, run_id=2, gpus=gpus)
+    result = report(gh, tmp_path / "run-2", "--no-check-run", sha=SHA2, run_id=2, gpus=gpus)
     assert result.rc == 0, result.err
     (alert,) = alerts(gh)
     body = alert["body"]

@@ -15,6 +15,7 @@ from the data unescaped; a string that was not marked shows escaped, never live.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,13 +141,16 @@ class CaseView:
 
 
 def environment(templates_dir=None):
-    """A Jinja environment over the user's template folder (if any), then the built-in one."""
-    folders = [builtin_templates_dir()]
-    if templates_dir is not None:
-        path = Path(templates_dir)
-        if not path.is_dir():
-            raise UserError(f"{templates_dir}: template folder not found")
-        folders.insert(0, path)
+    """A Jinja environment over the user's template folder (if any), then the built-in one: one per
+    folder, so each template is compiled once (a template changed on disk is read again)."""
+    if templates_dir is not None and not Path(templates_dir).is_dir():
+        raise UserError(f"{templates_dir}: template folder not found")
+    return _environment(None if templates_dir is None else str(Path(templates_dir).resolve()))
+
+
+@functools.lru_cache(maxsize=16)
+def _environment(user_folder):
+    folders = [builtin_templates_dir()] if user_folder is None else [user_folder, builtin_templates_dir()]
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(f)) for f in folders])
     return jinja2.Environment(
         loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False

@@ -183,11 +183,12 @@ def _parse_sources(role, spec):
         return []
     tokens = [spec] if os.path.exists(spec) and _looks_like_path(spec) else spec.split()
     sources = []
+    said = one_line(spec, 200)  # a spec of several lines is named on one
     for token in tokens:
         if token == INSTALLED:
-            raise UserError(f"{role}: {spec}: 'installed' cannot be combined with other builds")
+            raise UserError(f"{role}: {said}: 'installed' cannot be combined with other builds")
         if token.startswith("-"):
-            raise UserError(f"{role}: {spec}: {token} is a pip option; give it in the pip arguments")
+            raise UserError(f"{role}: {said}: {token} is a pip option; give it in the pip arguments")
         if "://" in token:
             sources.append(BuildSource("requirement", token))
         elif _looks_like_path(token):
@@ -195,7 +196,7 @@ def _parse_sources(role, spec):
         elif re.match(r"[A-Za-z0-9]", token):
             sources.append(BuildSource("requirement", token))
         else:
-            raise UserError(f"{role}: {spec}: {token} is neither a wheel path nor a pip requirement")
+            raise UserError(f"{role}: {said}: {token} is neither a wheel path nor a pip requirement")
     return sources
 
 
