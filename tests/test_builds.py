@@ -636,4 +636,5 @@ def test_a_build_spec_of_several_lines_is_refused_on_one():
 
     with pytest.raises(UserError) as refused:
         _parse_sources("oneflow", "x ``` </details>\n@octocat ![p](https://evil.example/p.png)")
-    assert "\n" not in str(refused.value) and str(refused.value).startswith("oneflow: x ``` </details> @octocat")
+    said = str(refused.value)
+    assert "\n" not in said and said.startswith("oneflow: x ``` </details> @octocat")
