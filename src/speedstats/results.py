@@ -35,6 +35,8 @@ BYTES = {"minimum": 0, "maximum": 2**53}  # peak memory: more than 8 PiB is not 
 
 @dataclass
 class FrameworkResult:
+    """One framework's figures in a case: the time per iteration, its rounds, memory and warm-up."""
+
     OPEN_RECORD = True
 
     total_s: float | None = setting(None, **SECONDS)
@@ -108,6 +110,8 @@ class Disturbance:
 
 @dataclass
 class CaseResult:
+    """One case of the suite: its sizes, each framework's figures, and the head-vs-base verdict."""
+
     OPEN_RECORD = True
 
     id: str = setting()

@@ -315,7 +315,7 @@ def _record_schema(cls, defs):
     for name in getattr(cls, "DERIVED_FIELDS", ()):
         properties.setdefault(name, {"description": "written for the reader, not read"})
     schema = {"type": "object", "properties": properties}
-    if cls.__doc__:
+    if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):  # not dataclass's own signature
         schema = {"description": " ".join(cls.__doc__.split()), **schema}
     if required:
         schema["required"] = required
