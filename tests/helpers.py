@@ -32,6 +32,16 @@ RELEASE_SCRIPT = ROOT / "scripts" / "release.py"
 # -- the project's files -------------------------------------------------------------------------------
 
 
+# A small valid results file: one ResNet50 case on the CPU, both frameworks.
+RESULTS = {
+    "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
+    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
+               "input_shape": [2, 3, 64, 64],
+               "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
+                              "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
+}
+
+
 def dockerfile_instructions(text):
     """(INSTRUCTION, argument) pairs, with continuation lines joined and comments dropped."""
     instructions, current = [], ""

@@ -2,7 +2,6 @@
 step (the action's planned `comment --results` line) and from the matrix `report`; the fake's Checks API
 refuses what GitHub refuses."""
 
-import json
 import shlex
 
 import pytest
@@ -10,24 +9,12 @@ import requests
 
 from actions_runner import HEAD, PR, REPO, TOKEN, action_env, planned
 from fakegithub import actions_env, event_payload, run_speedstats
-from matrix_shards import RUN, SHA1, fork_report, make_shard, shard_zip
+from matrix_shards import RUN, SHA1, fork_report, make_shard, results_json, shard_zip
 from matrix_shards import TOKEN as MATRIX_TOKEN
 from matrix_shards import report as matrix_report
 
 GPU = "NVIDIA A100-SXM4-80GB"
 NAME = f"speedstats / {GPU}"
-
-
-def results_json(error=None, cancelled=False, gpu_name=GPU):
-    oneflow = {"error": error} if error else {"total_s": 0.5, "per_iter_s": 0.1, "times": 5}
-    return json.dumps({
-        "schema": "speedstats/results/v1", "suite": "smoke", "device": "cuda", "gpu_name": gpu_name,
-        "cancelled": cancelled,
-        "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
-                   "input_shape": [2, 3, 64, 64],
-                   "frameworks": {"oneflow": oneflow,
-                                  "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
-    })
 
 
 @pytest.fixture
@@ -43,7 +30,8 @@ def post_after_run(gh, tmp_path, monkeypatch, inputs=None, event=None, **results
     workspace = tmp_path / "workspace"
     out = workspace / "speedstats-out"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(results_json(**results), encoding="utf-8")
+    gpu_name = results.pop("gpu_name", GPU)
+    (out / "results.json").write_text(results_json(gpu_name, **results), encoding="utf-8")
     (out / "comment.md").write_text("Speed stats as the run rendered them", encoding="utf-8")
     _, line = planned(tmp_path, **(inputs or {})).splitlines()
     env = action_env(workspace, gh.url, inputs, event=event)
@@ -110,7 +98,7 @@ def test_check_run_false_creates_none(gh, tmp_path, monkeypatch):
 
 
 def test_the_check_run_fails_even_where_required_label_forgives_the_verdict(gh, tmp_path):
-    (tmp_path / "results.json").write_text(results_json(error="CUDA out of memory"), encoding="utf-8")
+    (tmp_path / "results.json").write_text(results_json(GPU, error="CUDA out of memory"), encoding="utf-8")
     (tmp_path / "comment.md").write_text("Speed stats", encoding="utf-8")
     env = actions_env(gh, TOKEN, REPO, tmp_path, event=event_payload("pull_request", REPO, PR, HEAD),
                       GITHUB_RUN_ID=4242)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakegithub import run_speedstats
+from helpers import RESULTS
 from speedstats import cli
 from speedstats.bundle import read_bundle_zip, write_bundle
 from speedstats.errors import UserError
@@ -19,13 +20,6 @@ from speedstats.fsutil import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN_ENV_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "SPEEDSTATS_")
-RESULTS = {
-    "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
-    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
-               "input_shape": [2, 3, 64, 64],
-               "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
-                              "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
-}
 
 
 @pytest.fixture

@@ -16,18 +16,12 @@ from pathlib import Path
 import pytest
 
 from fakegithub import run_speedstats
+from helpers import RESULTS
 from procfs import reading_stdin
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-RESULTS = {
-    "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
-    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
-               "input_shape": [2, 3, 64, 64],
-               "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
-                              "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
-}
 
 
 @pytest.fixture

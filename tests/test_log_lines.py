@@ -11,18 +11,12 @@ import uuid
 import pytest
 
 from fakegithub import run_speedstats
+from helpers import RESULTS
 from speedstats import actions_io
 from speedstats.actions_io import annotation, append_summary, log_safe, log_safe_streams, workflow_command
 from speedstats.fsutil import write_stdout
 
 SET_OUTPUT = "##[set-output name=comment-url;]https://evil.example/x"
-RESULTS = {
-    "schema": "speedstats/results/v1", "suite": "smoke", "device": "cpu", "gpu_name": "Some CPU",
-    "cases": [{"id": "resnet50-bs2", "kind": "resnet50", "batch_size": 2, "times": 5,
-               "input_shape": [2, 3, 64, 64],
-               "frameworks": {"oneflow": {"total_s": 0.5, "per_iter_s": 0.1, "times": 5},
-                              "pytorch": {"total_s": 0.25, "per_iter_s": 0.05, "times": 5}}}],
-}
 
 
 def commands_in(text):
