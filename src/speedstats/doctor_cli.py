@@ -17,6 +17,7 @@ import json
 import sys
 
 from speedstats.errors import EXIT_BAD_INPUT, UserError
+from speedstats.run_cli import add_suite_and_build_options
 
 QUIET_SECONDS = 10.0
 
@@ -177,26 +178,10 @@ def register(subparsers):
         "labels and create check runs (read-only calls, nothing posted). Nothing is measured or locked. "
         "Exit 0 when no row fails, 2 when one does.",
     )
-    p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
-    p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU)")
-    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
-                   help="the device the run will use (default: auto, cuda when NVML sees a GPU)")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="the run's build cache (default: $SPEEDSTATS_CACHE, else .cache/speedstats)")
-    p.add_argument("--keep-builds", type=int, metavar="N",
-                   help="the builds the run's cache keeps, for the disk check (default: "
-                        "$SPEEDSTATS_KEEP_BUILDS, else 8)")
+    add_suite_and_build_options(p)  # as `run` takes them: the doctor checks what that run would need
     p.add_argument("--quiet-seconds", type=float, default=QUIET_SECONDS, metavar="N",
                    help="watch the machine this long for other processes and throttling (default: "
                         "%(default)g; 0: skip)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
-    builds = p.add_argument_group("builds", "as 'run' takes them (default: the suite's 'builds:', else "
-                                            "what this environment has)")
-    builds.add_argument("--oneflow", metavar="BUILD", help="the OneFlow build under test (the head)")
-    builds.add_argument("--baseline-oneflow", metavar="BUILD", help="the base OneFlow build")
-    builds.add_argument("--pytorch", metavar="BUILD", help="torch and torchvision, the reference")
-    builds.add_argument("--flowvision", metavar="BUILD", help="flowvision for both OneFlow builds")
-    builds.add_argument("--pip-args", metavar="ARGS", help="extra pip arguments for requirements")
-    builds.add_argument("--only", choices=("oneflow", "pytorch"), help="one framework only, as 'run --only'")
     add_common_options(p, pull_request=False, dry_run=False, author=False)
     p.set_defaults(func=doctor_command)

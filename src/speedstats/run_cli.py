@@ -9,35 +9,19 @@ def run_command(args):
     return run(RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)}))
 
 
-def register(subparsers):
-    p = subparsers.add_parser(
-        "run",
-        help="run the benchmark suite with OneFlow and PyTorch",
-        description="Run every case of the suite with both frameworks, write OUT/results.json and "
-        "OUT/comment.md, and print the comment. Exit 0 when the verdict passes, 1 when it fails, "
-        "2 on bad input, 3 when a case produced no figures, 4 when the device stayed busy, 6 on an "
-        "internal error, 7 when a case was measured on a disturbed machine (other processes on the CPU, "
-        "a throttled or busy GPU; see the suite's 'disturbance:').",
-    )
+def add_suite_and_build_options(p):
+    """The flags that say what a run measures, and where: the suite, the device, the build cache and
+    each contender's build; `run` and `doctor` take them alike. Returns the builds' group."""
     p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
     p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
                    help="where to run; auto picks cuda when NVML sees a GPU (default: auto)")
-    p.add_argument("--out", metavar="DIR", default="speedstats-out",
-                   help="output folder (default: %(default)s)")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="where the installed builds and the generated dataset are kept (default: "
                    "$SPEEDSTATS_CACHE, else .cache/speedstats)")
     p.add_argument("--keep-builds", type=int, metavar="N",
                    help="the cache keeps the N most recently used builds and deletes older ones that no "
                    "run is using (default: $SPEEDSTATS_KEEP_BUILDS, else 8)")
-    p.add_argument("--templates", metavar="DIR", help="template folder overriding the built-in one")
-    p.add_argument("--rounds", type=int, metavar="N", help="timed rounds per case (overrides the suite)")
-    p.add_argument("--bundle", metavar="DIR", help="also write a results bundle for actions/upload-artifact")
-    p.add_argument("--history", metavar="FILE", help="append this run to a JSON Lines history file")
-    p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
-                   help="how long to wait for another run on the same device (default: the suite's)")
-    p.add_argument("--quiet", action="store_true", help="do not print the comment on stdout")
     builds = p.add_argument_group(
         "builds", "What each contender runs (default: the suite's 'builds:', else what this environment "
         "has). "
@@ -53,6 +37,29 @@ def register(subparsers):
     builds.add_argument("--only", choices=("oneflow", "pytorch"),
                         help="measure one framework only, as the old --only-oneflow/--only-pytorch "
                         "(with a baseline, 'oneflow' runs the head and the base)")
+    return builds
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "run",
+        help="run the benchmark suite with OneFlow and PyTorch",
+        description="Run every case of the suite with both frameworks, write OUT/results.json and "
+        "OUT/comment.md, and print the comment. Exit 0 when the verdict passes, 1 when it fails, "
+        "2 on bad input, 3 when a case produced no figures, 4 when the device stayed busy, 6 on an "
+        "internal error, 7 when a case was measured on a disturbed machine (other processes on the CPU, "
+        "a throttled or busy GPU; see the suite's 'disturbance:').",
+    )
+    builds = add_suite_and_build_options(p)
+    p.add_argument("--out", metavar="DIR", default="speedstats-out",
+                   help="output folder (default: %(default)s)")
+    p.add_argument("--templates", metavar="DIR", help="template folder overriding the built-in one")
+    p.add_argument("--rounds", type=int, metavar="N", help="timed rounds per case (overrides the suite)")
+    p.add_argument("--bundle", metavar="DIR", help="also write a results bundle for actions/upload-artifact")
+    p.add_argument("--history", metavar="FILE", help="append this run to a JSON Lines history file")
+    p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
+                   help="how long to wait for another run on the same device (default: the suite's)")
+    p.add_argument("--quiet", action="store_true", help="do not print the comment on stdout")
     builds.add_argument("--only-oneflow", dest="only", action="store_const", const="oneflow",
                         help="the same as --only oneflow, the old script's spelling")
     builds.add_argument("--only-pytorch", dest="only", action="store_const", const="pytorch",
