@@ -120,6 +120,29 @@ def stand_in_flowvision(folder, version="0.0.1+fake"):
                       {"flowvision/__init__.py": f'import oneflow\n__version__ = "{version}"\n'})
 
 
+def stand_in_oneflow_request(oneflow_wheel, role="oneflow"):
+    """A build request for a stand-in OneFlow with the stand-in flowvision (an environment with the real
+    flowvision installed would import it, and it the real OneFlow's modules)."""
+    from speedstats.bench.builds import parse_build_spec
+
+    flowvision_wheel = stand_in_flowvision(Path(oneflow_wheel).parent / "flowvision")
+    return parse_build_spec(role, "oneflow", str(oneflow_wheel), companion_specs=[str(flowvision_wheel)])
+
+
+def file_sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def cache_entries(cache):
+    """What a build cache holds, lock files and the wheels' remembered digests aside."""
+    from speedstats.bench.buildcache import DIGESTS
+
+    builds = Path(cache) / "builds"
+    if not builds.is_dir():
+        return []
+    return sorted(p.name for p in builds.iterdir() if not p.name.endswith(".lock") and p.name != DIGESTS)
+
+
 # -- the machine -----------------------------------------------------------------------------------------
 
 

@@ -352,7 +352,7 @@ def check_driver_or_fail(builds, device, progress):
 
 def keep_builds_or_fail(keep_builds):
     """--keep-builds, else $SPEEDSTATS_KEEP_BUILDS, else the default: how many builds the cache keeps."""
-    from speedstats.bench.builds import DEFAULT_KEEP_BUILDS
+    from speedstats.bench.buildcache import DEFAULT_KEEP_BUILDS
 
     if keep_builds is None:
         text = os.environ.get("SPEEDSTATS_KEEP_BUILDS", "").strip()
@@ -370,7 +370,7 @@ def keep_builds_or_fail(keep_builds):
 
 
 def prepare_builds(requests, cache, keep_builds, progress):
-    from speedstats.bench.builds import evict_builds
+    from speedstats.bench.buildcache import evict_builds
     from speedstats.bench.builds import prepare_builds as prepare
 
     # Before the lock: installing and probing a build needs no GPU, and a bad one fails in seconds.

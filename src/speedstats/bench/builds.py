@@ -1,21 +1,13 @@
 """The builds a run measures: what the environment has, a wheel, a folder of wheels, or pip requirements.
 
-A build other than "installed" gets its own folder, `<cache>/builds/<family>-<key>/site`, made with
+A build other than "installed" gets its own folder in the build cache (bench.buildcache), made with
 `pip install --no-deps --target`: it holds only the packages given (the framework, its vision library),
 and the workers put it first on PYTHONPATH, so they import those packages from it and everything else
-(numpy, pillow, protobuf, the CUDA libraries) from the running environment. The key is a sha256 over
-the family, each wheel's sha256 or requirement, the pip arguments and the Python version, so a rerun
-with the same inputs reuses the folder without running pip (and a wheel's sha256 is remembered by its
-file's identity, so the same file is not read again). A requirement is cached by its text: one
-that is not pinned to an exact version (`oneflow==0.9.1.dev20240101+cu118`) stays at the version it
-first installed. A folder or glob may hold one wheel of a project per Python version; the one that
-fits the workers' Python is taken.
-
-The cache stays bounded. Every large file of a new build is hard-linked to an identical one already in
-the cache (`<cache>/builds/.files/<sha256>-<mode>`), so builds that bundle the same libraries (NCCL,
-CUTLASS, cuFFT in a OneFlow wheel) keep them once. `evict_builds` deletes the least recently used
-builds beyond a count, never one that a run is using (each run holds a shared lock on the builds it
-measures) nor one used in the last few minutes; a file of the store goes with its last build.
+(numpy, pillow, protobuf, the CUDA libraries) from the running environment. A rerun with the same
+inputs reuses the folder without running pip. A requirement is cached by its text: one that is not
+pinned to an exact version (`oneflow==0.9.1.dev20240101+cu118`) stays at the version it first
+installed. A folder or glob may hold one wheel of a project per Python version; the one that fits the
+workers' Python is taken.
 
 Before anything is measured, a probe process imports the build with the workers' environment and
 reports versions, git commit and module files; that is the build's provenance. A build that does not
@@ -23,43 +15,32 @@ install or import is a UserError naming it. Nothing here imports torch or oneflo
 """
 
 import concurrent.futures
-import contextlib
 import dataclasses
-import fcntl
 import glob
-import hashlib
 import json
 import os
 import platform
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import zipfile
 from pathlib import Path
 
+from speedstats.bench import buildcache
+from speedstats.bench.buildcache import print_to_stderr
 from speedstats.bench.environment import subprocess_env
 from speedstats.contenders import FAMILIES, family_packages, of_family
 from speedstats.errors import UserError
-from speedstats.fsutil import write_atomic
 from speedstats.text import one_line
 
 INSTALLED = "installed"
-STORE = ".files"
-DIGESTS = ".digests"  # each wheel's sha256, by the identity of its file (_wheel_digest)
-DIGEST_KEEP_S = 7 * 24 * 3600  # a remembered digest not used for this long is deleted by evict_builds
-LAYOUT_VERSION = 1
 PROBE_TIMEOUT_S = 180
 PIP_TIMEOUT_S = 1800
 PIP_PROGRESS_S = 15  # a line this often while pip installs: a 1 GB build takes minutes, pip says nothing
-DEFAULT_KEEP_BUILDS = 8
-SHARE_MIN_BYTES = 1 << 20  # smaller files are not worth a hash and a link
-EVICT_GRACE_S = 600  # a build used this recently is kept: a run may be about to take its lock
 _ENVIRONMENT_PACKAGES = ("numpy", "pillow", "protobuf")
 _ERROR_LIMIT = 300
 
@@ -102,10 +83,6 @@ for name in ("numpy", "pillow", "protobuf"):
         pass
 print("SPEEDSTATS-PROBE " + json.dumps(report))
 """
-
-
-def print_to_stderr(message):
-    print(message, file=sys.stderr, flush=True)
 
 
 def _dist_name(name):
@@ -253,32 +230,6 @@ class Build:
 def _inside(file, folder):
     """Whether `file` lies under `folder`, links resolved."""
     return os.path.realpath(file).startswith(os.path.realpath(folder) + os.sep)
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _wheel_digest(path, builds_dir):
-    """The wheel's sha256, remembered under the cache by its file's identity (path, device, inode, size,
-    modification time in ns): a run that measures the same wheel file again does not read its gigabyte
-    again. A file rewritten in place that keeps its size and modification time is taken as unchanged."""
-    info = os.stat(path)
-    identity = [os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
-    memo = builds_dir / DIGESTS / hashlib.sha256(json.dumps(identity).encode()).hexdigest()
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        known = memo.read_text(encoding="ascii").strip()
-        if re.fullmatch("[0-9a-f]{64}", known):
-            os.utime(memo)  # its last use: evict_builds deletes those unused for DIGEST_KEEP_S
-            return known
-    digest = _sha256(path)
-    with contextlib.suppress(UserError):  # a cache that cannot keep it reads the wheel next time too
-        write_atomic(memo, digest + "\n", "build cache's digest")
-    return digest
 
 
 def _check_wheel(request, path):
@@ -485,133 +436,10 @@ def _summary(provenance):
     return text
 
 
-@contextlib.contextmanager
-def _build_lock(path, request, progress):
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"build {request.describe()}: waiting for another run installing the same build…")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def _cache_key(request, wheel_hashes, python_version):
-    material = {
-        "layout": LAYOUT_VERSION,
-        "family": request.family,
-        "sources": [[s.kind, wheel_hashes[s.value] if s.kind == "wheel" else s.value]
-                    for s in request.sources],
-        "pip_args": list(request.pip_args),
-        "python": python_version,
-    }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-
-
-def _finished(folder):
-    return (folder / "build.json").is_file()
-
-
-def _lock_path(folder):
-    return folder.parent / f".{folder.name}.lock"
-
-
-def _hold_in_use(folder):
-    """A shared lock on the build's lock file, held until the process exits (or the handle closes)."""
-    handle = open(_lock_path(folder), "a")  # noqa: SIM115 (held past this function, on purpose)
-    fcntl.flock(handle, fcntl.LOCK_SH)
-    with contextlib.suppress(FileNotFoundError):  # evicted meanwhile: the caller looks again
-        os.utime(folder)  # the folder's mtime is its last use, the order in which evict_builds deletes
-    return handle
-
-
-def _share_identical_files(site, builds_dir):
-    """Replace each large file of a new build by a hard link to an identical file already in the cache's
-    store, or put it in the store; a filesystem without hard links keeps every build's own copies."""
-    store = builds_dir / STORE
-    shared = 0
-    for path in sorted(site.rglob("*")):
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_size < SHARE_MIN_BYTES:
-            continue
-        stored = store / f"{_sha256(path)}-{stat.S_IMODE(info.st_mode):o}"
-        try:
-            store.mkdir(exist_ok=True)
-            if stored.exists():
-                link = path.with_name(f".{path.name}.link")
-                os.link(stored, link)
-                os.replace(link, path)
-                shared += info.st_size
-            else:
-                os.link(path, stored)
-        except OSError:
-            return shared
-    return shared
-
-
-def _evictable(folder, now):
-    try:
-        return _finished(folder) and now - folder.stat().st_mtime >= EVICT_GRACE_S
-    except FileNotFoundError:
-        return False
-
-
-def _regular_files(folder):
-    """(path, lstat) of each regular file in a folder of the cache; anything else there (a folder, a link,
-    planted by a job or left by another version) is left alone, and an entry gone meanwhile skipped."""
-    if not folder.is_dir() or folder.is_symlink():
-        return
-    for path in folder.iterdir():
-        try:
-            info = path.lstat()
-        except FileNotFoundError:
-            continue
-        if stat.S_ISREG(info.st_mode):
-            yield path, info
-
-
-def evict_builds(cache_dir, keep=DEFAULT_KEEP_BUILDS, progress=print_to_stderr):
-    """Delete the least recently used builds beyond `keep`, skipping any that a run holds; then the
-    files of the store that no build links to any more. The names of the builds deleted."""
-    builds_dir = Path(cache_dir) / "builds"
-    if not builds_dir.is_dir():
-        return []
-    folders = [f for f in builds_dir.iterdir() if f.is_dir() and not f.name.startswith(".") and _finished(f)]
-    folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
-    now, evicted = time.time(), []
-    for folder in folders[keep:]:
-        if not _evictable(folder, now):
-            continue
-        with open(_lock_path(folder), "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a run is measuring it
-            # Renamed first, so that a deletion cut short leaves a stale temporary folder (which the
-            # next install of this build clears), never a build that looks finished but lacks files.
-            doomed = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=builds_dir))
-            os.rename(folder, doomed / "build")
-            shutil.rmtree(doomed, ignore_errors=True)
-        evicted.append(folder.name)
-    for stored, info in _regular_files(builds_dir / STORE):
-        if info.st_nlink == 1:  # only the store's own name is left
-            stored.unlink(missing_ok=True)
-    for memo, info in _regular_files(builds_dir / DIGESTS):
-        if now - info.st_mtime > DIGEST_KEEP_S:
-            memo.unlink(missing_ok=True)
-    if evicted:
-        progress(f"build cache: deleted {len(evicted)} least recently used build(s) beyond {keep}: "
-                 + ", ".join(evicted))
-    return evicted
-
-
 def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_timeout_s, pip_timeout_s):
     """Install into a temporary folder next to `folder`, probe it, rename it into place."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    tmp = buildcache.temporary_folder(folder)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would hide the build from other users' jobs
         site = tmp / "site"
         command = [python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
                    "--no-warn-script-location", "--target", str(site),
@@ -635,13 +463,10 @@ def _install(request, folder, wheel_hashes, cache_key, python, progress, probe_t
         _check_took_effect(request, report, site)
         provenance = _provenance(request, report, site, folder / "site", wheel_hashes, cache_key)
         stored = {k: v for k, v in provenance.items() if k != "role"}
-        shared = _share_identical_files(site, folder.parent)
+        shared = buildcache.share_identical_files(site, folder)
         if shared:
             progress(f"build {request.describe()}: {shared / 2**20:.0f} MiB shared with builds in the cache")
-        write_atomic(tmp / "build.json", json.dumps(stored, indent=2, sort_keys=True) + "\n")
-        if folder.exists():  # a folder without build.json: left by hand, never by a finished install
-            shutil.rmtree(folder)
-        os.rename(tmp, folder)
+        buildcache.put_in_place(tmp, folder, stored)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -690,30 +515,18 @@ def prepare_build(request, cache_dir, python=sys.executable, progress=print_to_s
         _check_wheel(request, wheel)
         if python == sys.executable:  # the tags are this interpreter's
             _check_wheel_tags(request, wheel)
-    builds_dir = Path(cache_dir) / "builds"
-    wheel_hashes = {wheel: _wheel_digest(wheel, builds_dir) for wheel in wheels}
-    key = _cache_key(request, wheel_hashes, python_version)
-    folder = builds_dir / f"{request.family}-{key[:16]}"
-    in_use = _hold_in_use(folder) if _finished(folder) else None
-    if in_use is not None and not _finished(folder):  # evicted while this run waited for the lock
-        in_use.close()
-        in_use = None
-    if in_use is None:
-        builds_dir.mkdir(parents=True, exist_ok=True)
-        with _build_lock(_lock_path(folder), request, progress):
-            installed = None
-            if not _finished(folder):
-                for stale in builds_dir.glob(f".{folder.name}.tmp-*"):  # a killed run's; we hold the lock
-                    shutil.rmtree(stale, ignore_errors=True)
-                installed = _install(request, folder, wheel_hashes, key, python, progress,
-                                     probe_timeout_s, pip_timeout_s)
-        # Taken after the exclusive lock is let go (flock would wait on this process's own lock);
-        # evict_builds leaves a build this fresh alone in between.
-        in_use = _hold_in_use(folder)
-        if installed is not None:
-            installed.in_use = in_use
-            progress(f"build {request.describe()}: {_summary(installed.provenance)}, in {folder}")
-            return installed
+    wheel_hashes = {wheel: buildcache.wheel_digest(wheel, cache_dir) for wheel in wheels}
+    key = buildcache.cache_key(request, wheel_hashes, python_version)
+    folder = buildcache.build_folder(cache_dir, request.family, key)
+
+    def install():
+        return _install(request, folder, wheel_hashes, key, python, progress, probe_timeout_s, pip_timeout_s)
+
+    in_use, installed = buildcache.hold_or_install(folder, install, request.describe(), progress)
+    if installed is not None:
+        installed.in_use = in_use
+        progress(f"build {request.describe()}: {_summary(installed.provenance)}, in {folder}")
+        return installed
     # Probed again, not read from build.json: the environment under the build (numpy, the CUDA
     # libraries) may have changed since it was installed, and a build that no longer imports must
     # fail here, before anything is measured.
