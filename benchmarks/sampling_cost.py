@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from speedstats.analysis import stats
 from speedstats.analysis.paired import DEFAULT_RULE
 from speedstats.bench.memory import PeakSampler
+from speedstats.bench.protocol import READY_FILE
 from speedstats.bench.workers import Worker
 from speedstats.contenders import HEAD, PYTORCH
 from speedstats.suite import load_suite
@@ -39,7 +40,7 @@ def measure(role, case, args, folder):
     pairs, samples = [], []
     try:
         worker.start()
-        worker.await_file("ready.json")
+        worker.await_file(READY_FILE)
         for k in range(args.pairs):
             seconds = {}
             for sampled in ((True, False) if k % 2 == 0 else (False, True)):

@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from speedstats.bench.protocol import READY_FILE
 from speedstats.bench.workers import Worker
 from speedstats.contenders import HEAD, PYTORCH
 from speedstats.suite import load_suite
@@ -40,7 +41,7 @@ def one_after_another(started):
     for worker in started:
         t = time.monotonic()
         worker.start()
-        worker.await_file("ready.json")
+        worker.await_file(READY_FILE)
         worker.pause()
         each.append(time.monotonic() - t)
     return time.monotonic() - began, each
@@ -51,7 +52,7 @@ def all_at_once(started):
     for worker in started:
         worker.start()
     for worker in started:
-        worker.await_file("ready.json")
+        worker.await_file(READY_FILE)
         worker.pause()
     return time.monotonic() - began
 

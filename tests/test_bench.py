@@ -11,6 +11,7 @@ import pytest
 
 from busy_machine import TOLERATE_OTHER_LOAD
 from speedstats import results as results_model
+from speedstats.bench import protocol
 from speedstats.bench.environment import subprocess_env
 
 pytestmark = pytest.mark.heavy
@@ -96,7 +97,7 @@ def test_the_suites_env_reaches_every_worker_and_every_ddp_rank(tiny_run):
     }
     for (case_id, rank), env in expected.items():
         for fw in ("oneflow", "pytorch"):
-            seen = json.loads((out / "workers" / case_id / fw / f"env-{rank}.json").read_text())
+            seen = json.loads((out / "workers" / case_id / fw / protocol.env_file(rank)).read_text())
             assert seen == env, (case_id, fw, rank)
 
 
@@ -114,7 +115,7 @@ def test_rounds_alternate_between_the_frameworks(tiny_run):
 
     work = out / "workers" / "resnet50-bs2"
     frameworks = ["oneflow", "pytorch"]
-    rounds = [json.loads((work / fw / f"round-{k}.json").read_text())
+    rounds = [json.loads((work / fw / protocol.round_file(k)).read_text())
               for k in (0, 1) for fw in round_order(frameworks, k)]
     # OneFlow round 1, PyTorch round 1, then PyTorch round 2, OneFlow round 2: never overlapping
     assert [round_order(frameworks, k) for k in (0, 1)] == [frameworks, frameworks[::-1]]
@@ -211,7 +212,8 @@ def test_an_interrupted_run_leaves_no_worker_behind_and_says_it_was_cancelled(tm
     for line in proc.stderr:
         if "PyTorch: ready after" in line:
             break
-    pids = [int((out / "workers" / "long" / fw / "pid-0").read_text()) for fw in ("oneflow", "pytorch")]
+    pids = [int((out / "workers" / "long" / fw / protocol.pid_file(0)).read_text())
+            for fw in ("oneflow", "pytorch")]
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     for pid in pids:
@@ -244,7 +246,7 @@ def test_a_crashed_worker_is_recorded_and_the_run_goes_on(tmp_path):
         seen.append(line)
         for label, fw in (("OneFlow", "oneflow"), ("PyTorch", "pytorch")):
             if f"[1/2]   {label}: ready after" in line:
-                ready = json.loads((out / "workers" / "crash" / fw / "ready.json").read_text())
+                ready = json.loads((out / "workers" / "crash" / fw / protocol.READY_FILE).read_text())
                 os.kill(ready["pid"], signal.SIGKILL)
     assert proc.wait(timeout=120) == 3
     log = "".join(seen)

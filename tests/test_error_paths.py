@@ -14,6 +14,7 @@ import pytest
 from fakegithub import run_speedstats
 from helpers import RESULTS
 from speedstats import cli
+from speedstats.bench import protocol
 from speedstats.bundle import read_bundle_zip, write_bundle
 from speedstats.errors import UserError
 from speedstats.fsutil import write_atomic
@@ -146,7 +147,7 @@ def test_run_on_a_full_disk_is_exit_2_naming_the_file_with_nothing_half_written(
               f"find {out} -type f; exit $status")  # the files the run left, before the tmpfs goes
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
-    spec = out / "workers" / "resnet50-bs1" / "pytorch" / "spec.json"
+    spec = out / "workers" / "resnet50-bs1" / "pytorch" / protocol.SPEC_FILE
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""  # no file at all: no 0-byte spec.json, no temporary file
     assert proc.stderr.splitlines()[-1] == (f"speedstats: error: {spec}: cannot write the worker's spec: "
@@ -159,6 +160,7 @@ FULL_DISK_WRITES = """
 import json, sys
 from pathlib import Path
 from speedstats.history import append_history
+from speedstats.bench.protocol import round_file
 from speedstats.bench.worker import _write_json
 from speedstats.bundle import write_bundle
 from speedstats.errors import UserError
@@ -168,7 +170,7 @@ results = json.dumps(json.loads(sys.argv[2]))
 writes = {
     "history": lambda: append_history(disk / "history.jsonl", loads(results), commit="a" * 40),
     "bundle": lambda: write_bundle(disk / "bundle", results, "body", 7, "d" * 40, 55, "o/r"),
-    "report": lambda: _write_json(disk / "round-0.json", {"total_s": 1.0}),
+    "report": lambda: _write_json(disk / round_file(0), {"total_s": 1.0}),
 }
 for name, write in writes.items():
     try:
@@ -196,7 +198,7 @@ def test_each_output_on_a_full_disk_is_a_user_error_naming_it_with_nothing_left(
     assert proc.stdout.splitlines() == [
         f"history {disk / 'history.jsonl'}: cannot write the output file: {full}",
         f"bundle {disk / 'bundle' / 'results.json'}: cannot write the output file: {full}",
-        f"report {disk / 'round-0.json'}: cannot write the worker's report: {full}",
+        f"report {disk / protocol.round_file(0)}: cannot write the worker's report: {full}",
         f"{disk / 'bundle'}",  # the empty folder; no file in it
     ], proc.stderr
 

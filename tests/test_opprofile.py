@@ -18,9 +18,10 @@ from helpers import notes_of, profiled, results_with
 from oneflow_builds import SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import attribute
+from speedstats.bench import protocol
 from speedstats.bench.environment import subprocess_env
 from speedstats.bench.opprofile import ONEFLOW_NEEDS_GPU
-from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.bench.workerspec import WorkerSpec
 from speedstats.contenders import BASE
 from speedstats.errors import UserError
 
@@ -31,15 +32,15 @@ def profiled_worker_round(tmp_path, framework):
     control.mkdir()
     spec = WorkerSpec(framework=framework, device="cpu", batch_size=2, image_size=64, times=2, warmup=1,
                       rounds=2, op_profile=True, timeout_s=300)
-    (control / SPEC_FILE).write_text(spec.to_json())
-    (control / "profile-0").write_text("")
-    (control / "stop").write_text("")  # read only once round 0 is done: round 1 is never run
+    (control / protocol.SPEC_FILE).write_text(spec.to_json())
+    (control / protocol.round_start_file(0, protocol.PROFILE)).write_text("")
+    (control / protocol.STOP_FILE).write_text("")  # read only once round 0 is done: round 1 never runs
     proc = subprocess.run([sys.executable, "-m", "speedstats.bench.worker", "--control", str(control)],
                           env=subprocess_env(framework), capture_output=True, text=True, timeout=600,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not (control / "round-1.json").exists()
-    return json.loads((control / "round-0.json").read_text())
+    assert not (control / protocol.round_file(1)).exists()
+    return json.loads((control / protocol.round_file(0)).read_text())
 
 
 @pytest.mark.heavy

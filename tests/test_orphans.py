@@ -14,6 +14,7 @@ import pytest
 
 from procfs import running
 from speedstats import results as results_model
+from speedstats.bench import protocol
 
 pytestmark = pytest.mark.heavy
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # times: 100000 never ends: a case stops only by its timeout or by the run being stopped.
 DDP_CASE = ("{{id: {id}, kind: resnet50, ddp: true, world_size: 2, batch_size: 2, image_size: 32, times: "
             "100000{extra}}}")
-PID_FILES = ("pid-launcher", "pid-0", "pid-1")
+PID_FILES = (protocol.LAUNCHER_PID_FILE, protocol.pid_file(0), protocol.pid_file(1))
 
 
 @pytest.fixture

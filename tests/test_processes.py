@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from procfs import running
-from speedstats.bench import processes
+from speedstats.bench import processes, protocol
 from speedstats.bench.environment import subprocess_env
 from speedstats.lock import device_lock, held_lock_fds
 
@@ -96,7 +96,7 @@ def test_the_children_of_a_wrapped_launcher_keep_the_device_locked(tmp_path):
     the rank inherits the device lock anyway, so the device is locked until the rank is gone."""
     (tmp_path / "fake_launcher.py").write_text(textwrap.dedent(f"""
         import os, subprocess, sys
-        rank = subprocess.Popen([sys.executable, "-c", "import os, time; open({str(tmp_path / 'pid-0')!r}, 'w').write(str(os.getpid())); time.sleep(600)"])
+        rank = subprocess.Popen([sys.executable, "-c", "import os, time; open({str(tmp_path / protocol.pid_file(0))!r}, 'w').write(str(os.getpid())); time.sleep(600)"])
         rank.wait()
     """))  # noqa: E501
     locks = tmp_path / "locks"
@@ -108,8 +108,8 @@ def test_the_children_of_a_wrapped_launcher_keep_the_device_locked(tmp_path):
                     processes.LOCK_FDS_VARIABLE: str(fds[0])})
         launcher = subprocess.Popen([sys.executable, "-m", "speedstats.bench.launch", str(tmp_path),
                                      "fake_launcher"], env=env, pass_fds=fds)
-        rank = wait_for_file(tmp_path / "pid-0")
-        assert wait_for_file(tmp_path / "pid-launcher") == launcher.pid
+        rank = wait_for_file(tmp_path / protocol.pid_file(0))
+        assert wait_for_file(tmp_path / protocol.LAUNCHER_PID_FILE) == launcher.pid
     assert held_lock_fds() == ()
     lock_file = os.open(locks / "cpu.lock", os.O_RDONLY)
     try:

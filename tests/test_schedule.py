@@ -17,6 +17,7 @@ from fakebench import FAKE_WORKER, Bench, suite
 from fakenvml import fake_nvml, gpu
 from procfs import running
 from speedstats.analysis.paired import SequentialRule
+from speedstats.bench import protocol
 from speedstats.bench.builds import Build
 from speedstats.contenders import BASE, HEAD, PYTORCH
 from speedstats.verdict import paired_text
@@ -129,7 +130,7 @@ class WorkersOnGpu(dict):
     def __getitem__(self, key):
         if key != "processes":
             return super().__getitem__(key)
-        pids = (int(path.read_text()) for path in self.folder.rglob("pid-0"))
+        pids = (int(path.read_text()) for path in self.folder.rglob(protocol.pid_file(0)))
         return [(pid + self.offset, 100 * MIB) for pid in pids if running(pid)]
 
 
@@ -227,8 +228,8 @@ def test_a_regression_the_rule_shows_is_measured_again_in_fresh_processes(bench)
     # The fresh pair starts in the other order (the base first).
     assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"]]
     assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
-    assert bench.control("confirm", HEAD, "round-1.json").exists()
-    assert not bench.control("confirm", HEAD, "round-2.json").exists()
+    assert bench.control("confirm", HEAD, protocol.round_file(1)).exists()
+    assert not bench.control("confirm", HEAD, protocol.round_file(2)).exists()
     assert (record.paired.verdict, record.paired.stages, record.paired.rounds) == ("regression", [3, 2], 5)
     assert len(record.frameworks[HEAD].rounds_s) == len(record.frameworks[BASE].rounds_s) == 5
     assert "[1/1]   head vs base: a regression after 3 rounds: measuring again in fresh processes" \
@@ -245,7 +246,7 @@ def test_two_pairs_of_processes_share_the_first_look_started_in_turned_order(ben
     assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"]]
     assert launches(bench) == ["oneflow 0", "oneflow 1", "oneflow_base 0", "oneflow_base 1", "pytorch 0"]
     assert bench.events.index("oneflow 1 start") < bench.events.index("oneflow 1 round 0 others T")
-    assert bench.control("pair2", HEAD, "round-0.json").exists()
+    assert bench.control("pair2", HEAD, protocol.round_file(0)).exists()
     paired = record.paired
     assert (paired.verdict, paired.stages, paired.rounds) == ("regression", [3, 3], 6)
     assert not paired.disagree
@@ -305,7 +306,7 @@ def test_no_change_in_two_pairs_of_processes_is_measured_in_a_third_where_three_
                                                                   process_pairs=2, no_change_pairs=3))
     assert start_groups(bench) == [["OneFlow", "OneFlow base", "PyTorch"], ["OneFlow base", "OneFlow"],
                                    ["OneFlow", "OneFlow base"]]
-    assert bench.control("pair3", HEAD, "round-0.json").exists()
+    assert bench.control("pair3", HEAD, protocol.round_file(0)).exists()
     paired = record.paired
     assert (paired.verdict, paired.stopped, paired.stages, paired.rounds) == (
         "no change", "shown", [3, 3, 3], 9)
@@ -431,7 +432,7 @@ def test_a_missed_threshold_is_measured_again_in_fresh_processes(bench, again_s,
     assert len(record.frameworks[HEAD].round_states) == 6
     assert start_groups(bench) == [["OneFlow", "PyTorch"], ["OneFlow", "PyTorch"]]
     assert launches(bench) == ["oneflow 0", "oneflow 1", "pytorch 0", "pytorch 1"]
-    assert bench.control("confirm", HEAD, "done.json").exists()
+    assert bench.control("confirm", HEAD, protocol.DONE_FILE).exists()
     assert f"[1/1]   flagged ({flag}): measuring again in fresh processes" in bench.lines
     assert f"[1/1]   {status} on 6 rounds" in bench.lines
 
@@ -456,6 +457,6 @@ def test_a_worker_that_dies_mid_round_fails_its_contender_alone_and_leaves_nothi
     assert "[1/1]   PyTorch: round 2/3 FAILED: killed by SIGKILL (out of memory?)" in bench.lines
     assert bench.events[-1] == "oneflow 0 stop"
     for role in (HEAD, PYTORCH):
-        for name in ("pid-0", "child-pid"):
+        for name in (protocol.pid_file(0), "child-pid"):
             pid = int(bench.control(role, name).read_text())
             assert not running(pid), f"{role}'s {name} {pid} still runs"

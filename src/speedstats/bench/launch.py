@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from speedstats.bench import processes
+from speedstats.bench import processes, protocol
 from speedstats.fsutil import write_atomic
 
 
@@ -35,7 +35,7 @@ def _inherit_lock_fds():
 def main(argv):
     control, module, *launcher_args = argv
     processes.die_with_parent()
-    write_atomic(Path(control, "pid-launcher"), str(os.getpid()), "launcher's pid file")
+    write_atomic(Path(control, protocol.LAUNCHER_PID_FILE), str(os.getpid()), "launcher's pid file")
     os.environ[processes.PARENT_VARIABLE] = str(os.getpid())
     _inherit_lock_fds()
     sys.argv = [module, *launcher_args]

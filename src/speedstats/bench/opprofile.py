@@ -14,6 +14,7 @@ the ops it called.
 
 from __future__ import annotations
 
+from speedstats.bench.instruments import Instrument
 from speedstats.contenders import CONTENDERS
 
 US = 1e-6
@@ -130,3 +131,35 @@ def op_profiler(framework, module, device):
     if framework not in PROFILERS:
         raise OpProfileUnavailable(f"no op profiler for {framework}")
     return PROFILERS[framework](module, device)
+
+
+class OpProfile(Instrument):
+    """The framework's op profiler around each profiled round (bench.instruments): the round's `profile`
+    gets each op's self and total seconds (op_self_s, op_total_s) and the device they are of (op_device),
+    or why the profiler could not run (op_reason). make(): the profiler, not started (op_profiler);
+    it raises OpProfileUnavailable where the framework's profiler cannot run."""
+
+    def __init__(self, make):
+        self.make = make
+        self.ops = self.reason = self.times = None
+
+    def before_round(self, round):
+        self.ops = self.reason = self.times = None
+        if not round.profiled:
+            return
+        try:
+            self.ops = self.make().start()
+        except OpProfileUnavailable as exc:
+            self.reason = str(exc)
+
+    def after_round(self, round):
+        if self.ops is not None:
+            self.times = self.ops.stop()
+
+    def add_to(self, record):
+        if self.times is not None:
+            op_self, op_total = self.times
+            record.setdefault("profile", {}).update(op_self_s=op_self, op_total_s=op_total,
+                                                    op_device=self.ops.device_name)
+        elif self.reason:
+            record.setdefault("profile", {})["op_reason"] = self.reason

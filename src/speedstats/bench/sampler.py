@@ -22,6 +22,8 @@ import sys
 import threading
 import time
 
+from speedstats.bench.instruments import Instrument
+
 DEFAULT_INTERVAL_S = 0.001
 
 
@@ -94,3 +96,24 @@ class StackSampler:
         """What a profiled round's file carries: seconds per place (self and total), samples, time."""
         return {"self_s": dict(self.self_s), "total_s": dict(self.total_s), "samples": self.samples,
                 "elapsed_s": self.elapsed_s, "interval_s": self.interval_s}
+
+
+class StackProfile(Instrument):
+    """The stack sampler around each profiled round (bench.instruments), of the thread that runs it: the
+    round's `profile` is the sampler's report and the steps the round took."""
+
+    def __init__(self, steps, interval_s=DEFAULT_INTERVAL_S):
+        self.steps = steps
+        self.interval_s = interval_s
+        self.sampler = None
+
+    def before_round(self, round):
+        self.sampler = StackSampler(self.interval_s).start() if round.profiled else None
+
+    def after_round(self, round):
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def add_to(self, record):
+        if self.sampler is not None:
+            record["profile"] = {**self.sampler.report(), "steps": self.steps}

@@ -31,6 +31,7 @@ from speedstats import machine
 from speedstats.analysis import attribution, stats
 from speedstats.analysis import paired as paired_analysis
 from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
+from speedstats.bench.protocol import READY_FILE
 from speedstats.bench.workers import Worker, WorkerFailed, poll_wait
 from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS
@@ -389,7 +390,7 @@ class Scheduler:
         while pending:
             for run in list(pending):
                 try:
-                    ready = run.worker.look_for("ready.json")
+                    ready = run.worker.look_for(READY_FILE)
                 except (WorkerFailed, OSError) as exc:
                     pending.remove(run)
                     self._failed_start(run, exc)
@@ -420,7 +421,7 @@ class Scheduler:
             self.watch.starting()
             began = time.monotonic()
             run.worker.start()
-            ready = run.worker.await_file("ready.json")
+            ready = run.worker.await_file(READY_FILE)
             setup_s = time.monotonic() - began
             # The GPU processes that appeared meanwhile: its own.
             run.gpu_pids = self.watch.started(run.worker.processes()) or set()

@@ -2,22 +2,11 @@
 
     python -m speedstats.bench.worker --control DIR
 
-The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the worker through files in DIR,
-so that a DDP group started by a launcher (which owns the ranks' stdin and stdout) is steered the same way:
-
-    worker (rank 0) writes ready.json      after setup and warm-up
-    runner writes      go-K                to start timed round K (every rank waits for it)
-    runner writes      profile-K           instead of go-K: round K with rank 0's Python stack sampled
-                                           (bench.sampler) and, on CUDA, its ops profiled by the
-                                           framework's profiler (bench.opprofile); its round-K.json
-                                           also carries `profile`
-    runner writes      stop                instead of go-K: no more rounds (spec.rounds is a maximum, room
-                                           for sequential rounds and disturbed rounds measured again)
-    worker (rank 0) writes round-K.json    {"total_s": ..., "started_unix": ..., "ended_unix": ...}
-    worker (rank 0) writes done.json       after the last round: peak memory
-    any rank writes    error-RANK.json     on failure, then exits non-zero
-    every rank writes  pid-RANK            its process id, first thing
-    every rank writes  env-RANK.json       at start: the values it sees of the suite's env: names
+The runner writes DIR/spec.json (a bench.workerspec.WorkerSpec) and steers the worker through files in DIR
+(bench.protocol: ready.json, go-K or profile-K, round-K.json, stop, done.json, error-RANK.json), so that a
+DDP group started by a launcher (which owns the ranks' stdin and stdout) is steered the same way. serve()
+is the worker's side of that protocol; it runs in-process as well, with a step, instruments and clocks of
+a test's own (tests/test_worker_loop.py).
 
 Each rank is SIGKILLed by the kernel when its parent (the runner or the DDP launcher) exits.
 The spec's `mode` says what a ResNet50 step does (see ResNet50Step): `old-bot` measures the old
@@ -28,6 +17,7 @@ framework its spec names.
 """
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -38,10 +28,12 @@ import time
 import traceback
 from pathlib import Path
 
-from speedstats.bench import processes
-from speedstats.bench.opprofile import OpProfileUnavailable, op_profiler
-from speedstats.bench.sampler import StackSampler
-from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.bench import processes, protocol
+from speedstats.bench.instruments import Instrument, Round, measure_round, started
+from speedstats.bench.opprofile import OpProfile, op_profiler
+from speedstats.bench.protocol import GO, PROFILE
+from speedstats.bench.sampler import StackProfile
+from speedstats.bench.workerspec import WorkerSpec
 from speedstats.casekinds import CASE_KINDS
 from speedstats.contenders import framework_packages, of_family
 from speedstats.fsutil import write_atomic
@@ -54,13 +46,26 @@ def _write_json(path, data):
     write_atomic(path, json.dumps(data), "worker's report")
 
 
-GO, PROFILE = "go", "profile"
+@dataclasses.dataclass(frozen=True)
+class Clock:
+    """Where the worker's loop reads the time and waits: the real clocks, or a test's own."""
+
+    perf_counter: object = time.perf_counter  # the seconds of a round, and of the setup
+    thread_time: object = time.thread_time  # the main thread's CPU seconds (MainThreadCpu)
+    monotonic: object = time.monotonic  # the case's deadline
+    sleep: object = time.sleep  # between two looks for the runner's file
+    unix_time: object = time.time  # when a round started and ended
 
 
-def _wait_for_round(control, k, deadline):
+REAL_CLOCK = Clock()
+
+
+def wait_for_round(control, k, deadline, clock=REAL_CLOCK):
     """GO or PROFILE once round k may start (go-K, profile-K), None when the runner asks for no more
     rounds (stop)."""
-    go, profile, stop = control / f"go-{k}", control / f"profile-{k}", control / "stop"
+    go = control / protocol.round_start_file(k, GO)
+    profile = control / protocol.round_start_file(k, PROFILE)
+    stop = control / protocol.STOP_FILE
     while True:
         if go.exists():
             return GO
@@ -68,13 +73,13 @@ def _wait_for_round(control, k, deadline):
             return PROFILE
         if stop.exists():
             return None
-        if time.monotonic() > deadline:
+        if clock.monotonic() > deadline:
             raise TimeoutError(f"no {go.name} from the runner before the case timeout")
-        time.sleep(POLL_S)
+        clock.sleep(POLL_S)
 
 
 class Framework:
-    """What a measurement needs from a framework: device, sync, barrier, memory figure."""
+    """What a measurement needs from a framework: device, sync, barrier, memory figure, which build it is."""
 
     def __init__(self, spec):
         self.ddp = spec.ddp
@@ -85,6 +90,9 @@ class Framework:
     def op_profiler(self):
         """This framework's bench.opprofile profiler on the spec's device (OpProfileUnavailable)."""
         return op_profiler(self.name, self.module, self.device_name)
+
+    def imported(self):
+        return imported_framework(self.name)
 
 
 class TorchFramework(Framework):
@@ -419,78 +427,118 @@ def error_line(exc):
     return one_line(f"{type(exc).__name__}: {exc}", limit=500)
 
 
-def _start_op_profiler(fw, spec):
-    """The framework's op profiler, started, for a profiled round where it is wanted (spec.op_profile;
-    by default on CUDA); (None, why not) where it cannot run."""
+class MainThreadCpu(Instrument):
+    """The CPU seconds of the thread that runs the rounds (the worker's main thread), around every round:
+    the round's thread_cpu_s."""
+
+    def __init__(self, clock=REAL_CLOCK):
+        self.clock = clock
+        self.started = self.seconds = None
+
+    def before_round(self, round):
+        self.started = self.clock.thread_time()
+
+    def after_round(self, round):
+        self.seconds = self.clock.thread_time() - self.started
+
+    def add_to(self, record):
+        record["thread_cpu_s"] = self.seconds
+
+
+def round_instruments(fw, spec, clock=REAL_CLOCK):
+    """The worker's instruments (bench.instruments), outermost first: in a profiled round the framework's
+    op profiler where it is wanted (spec.op_profile; by default on CUDA), then the Python stack sampler;
+    in every round the main thread's CPU time. A timed round never has a profiler running."""
     wanted = spec.op_profile if spec.op_profile is not None else spec.device.startswith("cuda")
-    if not wanted:
-        return None, None
+    profilers = [OpProfile(fw.op_profiler)] if wanted else []
+    return [*profilers, StackProfile(spec.times), MainThreadCpu(clock)]
+
+
+@dataclasses.dataclass
+class Measurement:
+    """What a worker measures: the framework it runs in (sync, barrier, peak_memory, imported, close; a
+    Framework), the step whose iterations are timed (warm_up(n), run(n)) and the instruments around each
+    round."""
+
+    framework: object
+    step: object
+    instruments: list
+
+
+def framework_measurement(spec, clock=REAL_CLOCK):
+    """The spec's framework, the step of its case kind (MEASUREMENTS) and round_instruments."""
+    fw = FRAMEWORK_CLASSES[spec.framework](spec)
+    return Measurement(fw, MEASUREMENTS[spec.kind](fw, spec), round_instruments(fw, spec, clock))
+
+
+def timed_round(step, iterations, clock=REAL_CLOCK):
+    """`iterations` of the step on the clock: the round's record."""
+    started_unix = clock.unix_time()
+    start = clock.perf_counter()
+    step.run(iterations)
+    total = clock.perf_counter() - start
+    return {"total_s": total, "started_unix": started_unix, "ended_unix": clock.unix_time()}
+
+
+def serve(control, spec, rank=0, set_up=framework_measurement, clock=REAL_CLOCK):
+    """The worker's side of the protocol (bench.protocol) for rank `rank`, in this process: set_up(spec,
+    clock) makes the Measurement, its warm-up follows (both timed as the setup), then ready.json; each
+    round the runner starts (go-K, profile-K), after every rank met at the framework's barrier, is timed
+    with the instruments around it, until the runner says stop or spec.rounds are done; then done.json.
+    Rank 0 writes the reports. Returns 0, or 1 once error-RANK.json says why it failed (the case's
+    timeout included)."""
+    deadline = clock.monotonic() + float(spec.timeout_s)
     try:
-        return fw.op_profiler().start(), None
-    except OpProfileUnavailable as exc:
-        return None, str(exc)
+        seen = {name: os.environ.get(name) for name in spec.env or {}}
+        _write_json(control / protocol.env_file(rank), seen)
+        setup_start = clock.perf_counter()
+        measurement = set_up(spec, clock)
+        fw, step = measurement.framework, measurement.step
+        step.warm_up(spec.warmup)
+        fw.sync()
+        fw.barrier()
+        if rank == 0:
+            _write_json(control / protocol.READY_FILE, {"setup_s": clock.perf_counter() - setup_start,
+                                                        "pid": os.getpid(), "imported": fw.imported()})
+        with started(measurement.instruments):
+            for k in range(spec.rounds):  # at most: the runner may end the rounds early (a stop file)
+                kind = wait_for_round(control, k, deadline, clock)
+                if kind is None:
+                    break
+                fw.barrier()
+                # A profiled round is measured as a timed one, with the profilers running around it.
+                this_round = Round(k, profiled=kind == PROFILE and rank == 0)
+                record = measure_round(measurement.instruments, this_round,
+                                       functools.partial(timed_round, step, spec.times, clock))
+                if rank == 0:
+                    _write_json(control / protocol.round_file(k), record)
+        fw.barrier()
+        if rank == 0:
+            peak, kind = fw.peak_memory()
+            _write_json(control / protocol.DONE_FILE, {"peak_memory_bytes": peak, "memory_kind": kind})
+        fw.close()
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the runner as data
+        _write_json(control / protocol.error_file(rank),
+                    {"error": error_line(exc), "traceback": traceback.format_exc()[-4000:]})
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        return 1
+    return 0
 
 
-def main(argv=None):
+def main(argv=None, set_up=framework_measurement, clock=REAL_CLOCK):
+    """The worker's process: its pid file first, then serve() with the spec of its control folder. A
+    failed worker ends at once, without the framework's teardown (which can hang after a failure)."""
     parser = argparse.ArgumentParser(prog="speedstats.bench.worker")
     parser.add_argument("--control", required=True, type=Path)
     args, _ = parser.parse_known_args(argv)
     processes.die_with_parent()
     control = args.control
     rank = int(os.environ.get("RANK", "0"))
-    write_atomic(control / f"pid-{rank}", str(os.getpid()), "worker's pid file")
-    spec = WorkerSpec.from_json((control / SPEC_FILE).read_text(encoding="utf-8"))
-    deadline = time.monotonic() + float(spec.timeout_s)
-    fw = None
-    try:
-        _write_json(control / f"env-{rank}.json", {name: os.environ.get(name) for name in spec.env or {}})
-        setup_start = time.perf_counter()
-        fw = FRAMEWORK_CLASSES[spec.framework](spec)
-        measurement = MEASUREMENTS[spec.kind](fw, spec)
-        measurement.warm_up(spec.warmup)
-        fw.sync()
-        fw.barrier()
-        if rank == 0:
-            _write_json(control / "ready.json", {"setup_s": time.perf_counter() - setup_start,
-                                                 "pid": os.getpid(),
-                                                 "imported": imported_framework(spec.framework)})
-        for k in range(spec.rounds):  # at most: the runner may end the rounds early (a stop file)
-            kind = _wait_for_round(control, k, deadline)
-            if kind is None:
-                break
-            fw.barrier()
-            # A profiled round is measured as a timed one, with the profilers running around it; the
-            # timed rounds never have them running.
-            profiled = kind == PROFILE and rank == 0
-            ops, ops_reason = _start_op_profiler(fw, spec) if profiled else (None, None)
-            sampler = StackSampler().start() if profiled else None
-            started_unix = time.time()
-            start, start_cpu = time.perf_counter(), time.thread_time()
-            measurement.run(spec.times)
-            total, thread_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
-            if rank == 0:
-                report = {"total_s": total, "started_unix": started_unix, "ended_unix": time.time(),
-                          "thread_cpu_s": thread_cpu}
-                if sampler is not None:
-                    report["profile"] = {**sampler.stop().report(), "steps": spec.times}
-                    if ops is not None:
-                        op_self, op_total = ops.stop()
-                        report["profile"].update(op_self_s=op_self, op_total_s=op_total,
-                                                 op_device=ops.device_name)
-                    elif ops_reason:
-                        report["profile"]["op_reason"] = ops_reason
-                _write_json(control / f"round-{k}.json", report)
-        fw.barrier()
-        if rank == 0:
-            peak, kind = fw.peak_memory()
-            _write_json(control / "done.json", {"peak_memory_bytes": peak, "memory_kind": kind})
-        fw.close()
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the runner as data
-        _write_json(control / f"error-{rank}.json",
-                    {"error": error_line(exc), "traceback": traceback.format_exc()[-4000:]})
-        sys.stderr.write(traceback.format_exc())
-        sys.stderr.flush()
-        os._exit(1)  # skip framework teardown, which can hang after a failure
+    write_atomic(control / protocol.pid_file(rank), str(os.getpid()), "worker's pid file")
+    spec = WorkerSpec.from_json((control / protocol.SPEC_FILE).read_text(encoding="utf-8"))
+    if serve(control, spec, rank, set_up, clock):
+        os._exit(1)
     return 0
 
 

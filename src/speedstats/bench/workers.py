@@ -24,9 +24,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speedstats.bench import processes
+from speedstats.bench import processes, protocol
 from speedstats.bench.environment import subprocess_env
-from speedstats.bench.workerspec import SPEC_FILE, WorkerSpec
+from speedstats.bench.workerspec import WorkerSpec
 from speedstats.contenders import contender
 from speedstats.fsutil import ensure_dir, write_atomic
 from speedstats.lock import held_lock_fds
@@ -99,7 +99,7 @@ class Worker:
         if self.control.exists():
             shutil.rmtree(self.control)
         ensure_dir(self.control, "worker's control folder")
-        self.log_path = self.control / "worker.log"
+        self.log_path = self.control / protocol.LOG_FILE
         spec = WorkerSpec(
             framework=self.framework, role=self.role, kind=case.kind, device=device,
             ddp=case.ddp, batch_size=case.batch_size, image_size=case.image_size,
@@ -109,7 +109,7 @@ class Worker:
             mode=case.mode, model=case.model, env=case.env,
             timeout_s=max(1.0, deadline - time.monotonic()),
         )
-        write_atomic(self.control / SPEC_FILE, spec.to_json(), "worker's spec")
+        write_atomic(self.control / protocol.SPEC_FILE, spec.to_json(), "worker's spec")
 
     def command(self):
         interpreter, *worker = self.program
@@ -158,7 +158,7 @@ class Worker:
             _signal(pid, signal.SIGCONT)
 
     def _error_file(self):
-        errors = sorted(self.control.glob("error-*.json"))
+        errors = sorted(self.control.glob(protocol.ERROR_FILES))
         if not errors:
             return None
         try:
@@ -199,14 +199,15 @@ class Worker:
         rounds are numbered here, in the order asked for, so a disturbed round can be measured again.
         profile: a profiled round (profile-K), its report's `profile` the sampler's figures."""
         k, self.next_round = self.next_round, self.next_round + 1
-        write_atomic(self.control / f"{'profile' if profile else 'go'}-{k}", "", "worker's control file")
-        return self.await_file(f"round-{k}.json")
+        kind = protocol.PROFILE if profile else protocol.GO
+        write_atomic(self.control / protocol.round_start_file(k, kind), "", "worker's control file")
+        return self.await_file(protocol.round_file(k))
 
     def finish(self):
         """No more rounds (the worker's spec.rounds is a maximum: sequential rounds, re-measures): its
         done.json (peak memory), then its processes are gone."""
-        write_atomic(self.control / "stop", "", "worker's control file")
-        done = self.await_file("done.json")
+        write_atomic(self.control / protocol.STOP_FILE, "", "worker's control file")
+        done = self.await_file(protocol.DONE_FILE)
         try:
             self.proc.wait(timeout=max(1.0, min(60.0, self.deadline - time.monotonic())))
         except subprocess.TimeoutExpired:

@@ -11,8 +11,6 @@ from dataclasses import asdict, dataclass, field
 
 from speedstats.casekinds import RESNET50
 
-SPEC_FILE = "spec.json"
-
 
 @dataclass
 class WorkerSpec:
