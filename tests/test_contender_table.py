@@ -87,8 +87,9 @@ def _family_words(node):
 
 
 def test_no_module_but_the_table_compares_a_family_string():
-    """A branch on "oneflow" or "pytorch" asks the contender table instead (a field of its row)."""
-    found = []
+    """A branch on "oneflow" or "pytorch" asks the contender table instead (a field of its row), and a list
+    of the families or roles (a flag's choices) is the table's FAMILIES or ROLES."""
+    found = set()
     for path in sorted(SRC.rglob("*.py")):
         name = path.relative_to(SRC).as_posix()
         if name == "contenders.py":
@@ -99,7 +100,18 @@ def test_no_module_but_the_table_compares_a_family_string():
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                   and node.func.attr == "get" and len(node.args) == 2):
                 spelled = _family_words(node.args[1])  # a fallback family
+            elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(_family_words(node)) > 1:
+                spelled = _family_words(node)  # the families or roles listed out
             else:
                 continue
-            found += [f"{name}:{node.lineno}: {word!r}" for word in spelled]
-    assert found == []
+            found.update(f"{name}:{node.lineno}: {word!r}" for word in spelled)
+    assert sorted(found) == []
+
+
+def test_the_build_probe_reads_what_each_framework_tells_of_itself():
+    """Every framework package of the table has its reader of git commit and CUDA in the build probe."""
+    from speedstats.bench import builds
+
+    (readers,) = [node.value for node in ast.parse(builds.PROBE).body if isinstance(node, ast.Assign)
+                  and [getattr(target, "id", None) for target in node.targets] == ["FRAMEWORK_DETAILS"]]
+    assert sorted(key.value for key in readers.keys) == sorted(contenders.framework_packages())

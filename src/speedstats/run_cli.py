@@ -12,6 +12,8 @@ def run_command(args):
 def add_suite_and_build_options(p):
     """The flags that say what a run measures, and where: the suite, the device, the build cache and
     each contender's build; `run` and `doctor` take them alike. Returns the builds' group."""
+    from speedstats.contenders import FAMILIES
+
     p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
     p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
@@ -34,7 +36,7 @@ def add_suite_and_build_options(p):
     builds.add_argument("--flowvision", metavar="BUILD", help="flowvision for both OneFlow builds")
     builds.add_argument("--pip-args", metavar="ARGS",
                         help="extra pip arguments for requirements, e.g. '--extra-index-url URL'")
-    builds.add_argument("--only", choices=("oneflow", "pytorch"),
+    builds.add_argument("--only", choices=FAMILIES,
                         help="measure one framework only, as the old --only-oneflow/--only-pytorch "
                         "(with a baseline, 'oneflow' runs the head and the base)")
     return builds

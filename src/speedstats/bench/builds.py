@@ -45,9 +45,35 @@ _ENVIRONMENT_PACKAGES = ("numpy", "pillow", "protobuf")
 _ERROR_LIMIT = 300
 
 # Run as `python -c PROBE <packages to import, comma separated> <package>...`: imports those of the
-# packages that have metadata on the path, and prints one JSON line about all of them.
+# packages that have metadata on the path, and prints one JSON line about all of them. What each
+# framework tells of itself (git commit, CUDA version, kernels) is read by its entry in FRAMEWORK_DETAILS,
+# keyed by the framework's package (contenders' `package`; tests/test_contender_table.py holds them equal).
 PROBE = r"""
 import importlib, importlib.metadata, json, platform, sys
+
+
+def oneflow_details(module):
+    details = {"git_commit": getattr(module, "__git_commit__", None)}
+    try:
+        import oneflow.sysconfig
+        with_cuda = oneflow.sysconfig.with_cuda()
+        details["cuda"] = str(oneflow.sysconfig.get_cuda_version()) if with_cuda else None
+    except Exception:
+        details["cuda"] = None
+    return details
+
+
+def torch_details(module):
+    details = {"git_commit": getattr(getattr(module, "version", None), "git_version", None),
+               "cuda": getattr(getattr(module, "version", None), "cuda", None)}
+    try:  # the architectures libtorch_cuda was compiled for; no GPU needed, unlike get_arch_list()
+        details["cuda_archs"] = module._C._cuda_getArchFlags().split() if details["cuda"] else None
+    except Exception:
+        details["cuda_archs"] = None
+    return details
+
+
+FRAMEWORK_DETAILS = {"oneflow": oneflow_details, "torch": torch_details}
 imported, names = sys.argv[1].split(","), sys.argv[2:]
 report = {"python": platform.python_version(), "packages": {}, "environment": {}}
 for name in names:
@@ -60,21 +86,8 @@ for name in names:
         module = importlib.import_module(name)
         entry["module_version"] = getattr(module, "__version__", None)
         entry["file"] = getattr(module, "__file__", None)
-        if name == "oneflow":
-            entry["git_commit"] = getattr(module, "__git_commit__", None)
-            try:
-                import oneflow.sysconfig
-                with_cuda = oneflow.sysconfig.with_cuda()
-                entry["cuda"] = str(oneflow.sysconfig.get_cuda_version()) if with_cuda else None
-            except Exception:
-                entry["cuda"] = None
-        elif name == "torch":
-            entry["git_commit"] = getattr(getattr(module, "version", None), "git_version", None)
-            entry["cuda"] = getattr(getattr(module, "version", None), "cuda", None)
-            try:  # the architectures libtorch_cuda was compiled for; no GPU needed, unlike get_arch_list()
-                entry["cuda_archs"] = module._C._cuda_getArchFlags().split() if entry["cuda"] else None
-            except Exception:
-                entry["cuda_archs"] = None
+        if name in FRAMEWORK_DETAILS:
+            entry.update(FRAMEWORK_DETAILS[name](module))
     report["packages"][name] = entry
 for name in ("numpy", "pillow", "protobuf"):
     try:
