@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from speedstats.analysis import stats
-from speedstats.analysis.paired import DEFAULT_RULE
+from speedstats.analysis.rule import DEFAULT_RULE
 from speedstats.bench.memory import PeakSampler
 from speedstats.bench.protocol import READY_FILE
 from speedstats.bench.workers import Worker

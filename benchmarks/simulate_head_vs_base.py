@@ -1,5 +1,6 @@
 """The head-vs-base rule against a model of the noise measured on the 2-core CPU: pure Python, seeded,
-seconds to run. It drives the same `analysis.paired.Rounds` the runner drives, with simulated rounds.
+seconds to run. It executes the runner's own steps (`analysis.sequence.Steps`) on simulated rounds and
+a simulated clock: one loop, so these tables describe the rule as the runner applies it.
 
     python benchmarks/simulate_head_vs_base.py [--trials 2000] [--seed 1] [--json FILE]
         [--sigma 0.075] [--sigma-iterations 2] [--process-sd 0.015] [--start-order 0.013]
@@ -35,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from speedstats.analysis import paired, stats
+from speedstats.analysis import sequence, stats
+from speedstats.analysis.rule import SequentialRule
 
 HEAD_ONLY_S = 13.1
 WORKER_START_S = 3.0
@@ -45,47 +47,48 @@ CASE_SHARE_OF_RUN_S = 11.1  # the head-only run's case (2 s of the run is speeds
 CHANGES = (-0.15, 0.0, 0.02, 0.05, 0.08, 0.10, 0.15, 0.25)
 
 
+class SimulatedClock:
+    """The case's wall time as the model says it passes: the simulation advances it."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
 def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, iterations=1, confirm=True,
              start_order=0.0, hidden=0.0):
-    """One run: (verdict, rounds, wall-time ratio against head-only, confirmed or not)."""
+    """One run, through the runner's own steps (analysis.sequence.Steps) with simulated rounds on a
+    simulated clock: (verdict, rounds, wall-time ratio against head-only, confirmed or not)."""
     def shown():
         return 0.0 if hidden and rng.random() < hidden else math.log1p(change)
 
     true = shown()
     sd = sigma * math.sqrt(sigma_iterations / iterations)
-    rounds = paired.Rounds(rule, confirm=confirm)
-    pair = 0
+    clock = SimulatedClock()
+    steps = sequence.Steps(rule, confirm=confirm, clock=clock)
     offset = rng.gauss(0, process_sd) + start_order
     head_step = ONEFLOW_STEP_S * (1 + change)
     round_s = iterations * (head_step + ONEFLOW_STEP_S) + 2 * ROUND_OVERHEAD_S
     # The first measurement: the head-only case plus a base worker and its rounds (and the head's
     # iterations at its own speed: the head-only reference is the base build).
-    first_s = (CASE_SHARE_OF_RUN_S + WORKER_START_S + rule.first_rounds * iterations * head_step
-               + rule.first_rounds * ROUND_OVERHEAD_S)
-    first_s += (rule.pairs - 1) * 2 * WORKER_START_S
-    extra_s = 0.0
-    while rounds.action != paired.DONE:
-        if rounds.action in (paired.CONFIRM, paired.NEW_PAIR):
-            pair += 1
-            lean = start_order if paired.head_starts_first(pair) else -start_order
+    clock.now = CASE_SHARE_OF_RUN_S + WORKER_START_S
+    while not isinstance(step := steps.next_step(), sequence.Stop):
+        if isinstance(step, sequence.StartPair):
+            lean = start_order if step.head_first else -start_order
             offset = rng.gauss(0, process_sd) + lean
             true = shown()
-            if rounds.action == paired.CONFIRM or len(rounds.ratios) >= rule.first_rounds:
-                extra_s += 2 * WORKER_START_S
-        elif len(rounds.ratios) >= rule.first_rounds and not rounds.retelling and \
-                extra_s + round_s > rule.extra_budget_s(first_s, rounds.looks[0].ratio,
-                                                        settling=rounds.settling):
-            rounds.stop_now()
-            break
-        if len(rounds.ratios) >= rule.first_rounds:
-            extra_s += round_s
-        noise = rng.gauss(0, sd)
-        if rng.random() < outliers:
-            noise += rng.choice((-1, 1)) * abs(rng.gauss(0, 0.2))
-        rounds.add(math.exp(true + offset + noise))
-    verdict = rounds.verdict()
-    wall = (HEAD_ONLY_S + first_s - CASE_SHARE_OF_RUN_S + extra_s) / HEAD_ONLY_S
-    return verdict, len(rounds.ratios), wall, rounds.confirming
+            clock.now += 2 * WORKER_START_S
+        elif isinstance(step, sequence.MeasureRound):
+            clock.now += iterations * head_step + ROUND_OVERHEAD_S if step.with_control else round_s
+            noise = rng.gauss(0, sd)
+            if rng.random() < outliers:
+                noise += rng.choice((-1, 1)) * abs(rng.gauss(0, 0.2))
+            steps.measured(math.exp(true + offset + noise))
+    verdict = steps.sequence.verdict()
+    wall = (HEAD_ONLY_S - CASE_SHARE_OF_RUN_S + clock.now) / HEAD_ONLY_S
+    return verdict, len(steps.sequence.ratios), wall, steps.sequence.confirming
 
 
 def evaluate(rule, trials, seed, changes=CHANGES, **model):
@@ -113,7 +116,7 @@ def parse_rule(text):
     for item in filter(None, (text or "").split(",")):
         key, _, value = item.partition("=")
         values[key] = int(value) if value.lstrip("-").isdigit() else float(value)
-    return paired.SequentialRule.from_dict(values, "--rule")
+    return SequentialRule.from_dict(values, "--rule")
 
 
 def main(argv=None):

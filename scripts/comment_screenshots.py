@@ -24,7 +24,8 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from speedstats.analysis.paired import DEFAULT_RULE, DONE, Rounds
+from speedstats.analysis.rule import DEFAULT_RULE
+from speedstats.analysis.sequence import DONE, Rounds
 from speedstats.github.report import GpuRow, render_report
 from speedstats.render import render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results

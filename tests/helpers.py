@@ -15,7 +15,8 @@ from pathlib import Path
 
 from oneflow_builds import SLOWED_PLACE
 from speedstats.analysis.attribution import ProfiledRound
-from speedstats.analysis.paired import DEFAULT_RULE, DONE, Rounds
+from speedstats.analysis.rule import DEFAULT_RULE
+from speedstats.analysis.sequence import DONE, Rounds
 from speedstats.render import render_speed_stats
 from speedstats.results import CaseResult, FrameworkResult, Results
 from speedstats.verdict import judge

@@ -415,7 +415,9 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
     base = record.frameworks["oneflow_base"].rounds_s
     assert len(paired.work) == paired.rounds == len(base) and None not in paired.work
     extra_ms = sorted(w * b for w, b in zip(paired.work, base))[len(base) // 2] * 1000
-    assert 20 < extra_ms < 60, extra_ms
+    # The wait is one of wall time: on a busy machine its thread is descheduled for part of it, so its
+    # CPU time is less than 40 ms, never more.
+    assert 0 < extra_ms < 60, extra_ms
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert f"| {SLOWED_PLACE} | " in comment
     assert "Where the head spends more time than the base, resnet50-bs2 OneFlow" in comment

@@ -16,7 +16,7 @@ import pytest
 
 from busy_machine import tolerant
 from speedstats import results as results_model
-from speedstats.analysis.paired import control_drift
+from speedstats.analysis.control import control_drift
 
 pytestmark = pytest.mark.heavy
 

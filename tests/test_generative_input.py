@@ -36,7 +36,7 @@ from markdown_it import MarkdownIt
 from fakegithub import FakeGitHub, actions_env, event_payload, run_speedstats
 from speedstats import suite as suite_model
 from speedstats.analysis.attribution import ProfiledRound, attribute
-from speedstats.analysis.paired import DONE, Rounds
+from speedstats.analysis.sequence import DONE, Rounds
 from speedstats.bundle import write_bundle
 from speedstats.errors import UserError
 from speedstats.github import shards

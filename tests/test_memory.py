@@ -11,7 +11,7 @@ import pytest
 
 from fakebench import Bench, suite
 from fakenvml import fake_nvml, gpu
-from speedstats.analysis.paired import SequentialRule
+from speedstats.analysis.rule import SequentialRule
 from speedstats.bench import machine_state, memory
 from speedstats.contenders import HEAD, PYTORCH
 from speedstats.render import render_speed_stats

@@ -6,7 +6,13 @@ import random
 import pytest
 
 from speedstats.analysis import paired, stats
-from speedstats.analysis.paired import CONFIRM, DONE, MORE, NEW_PAIR, PairedVerdict, Rounds, SequentialRule
+from speedstats.analysis.control import control_drift
+from speedstats.analysis.look import DISAGREE, FUTILE, HIDDEN_WORK, ROUNDS_BUDGET, SHOWN, TIME_BUDGET, TOO_FEW
+from speedstats.analysis.look import look as look_at
+from speedstats.analysis.paired import PairedVerdict
+from speedstats.analysis.pairs import head_starts_first
+from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
+from speedstats.analysis.sequence import CONFIRM, DONE, MORE, NEW_PAIR, Rounds
 from speedstats.bench.runner import case_flags
 from speedstats.bench.schedule import RoundPlan, round_order
 from speedstats.errors import UserError
@@ -23,7 +29,7 @@ def noisy_ratios(change, count, seed, sd=0.106):
 THREE_PAIRS = SequentialRule(no_change_pairs=3)
 
 
-def drive(ratios, rule=paired.DEFAULT_RULE, confirm=True):
+def drive(ratios, rule=DEFAULT_RULE, confirm=True):
     """Feed ratios to the rule until it is done or they run out; the Rounds and the actions seen."""
     rounds, actions = Rounds(rule, confirm=confirm), []
     for ratio in ratios:
@@ -39,7 +45,7 @@ def test_the_same_build_twice_is_no_change():
     verdict = paired.judge_paired(rounds, list(rounds))
     assert verdict.ratios == [1.0] * 5 and verdict.ratio == 1.0
     assert verdict.verdict == stats.NO_CHANGE and verdict.low == verdict.high == 1.0
-    assert verdict.stopped == paired.SHOWN and verdict.rule == paired.DEFAULT_RULE.to_dict()
+    assert verdict.stopped == SHOWN and verdict.rule == DEFAULT_RULE.to_dict()
 
 
 def test_drift_during_the_run_cancels_in_the_ratios():
@@ -72,7 +78,7 @@ def test_noise_that_straddles_the_threshold_is_inconclusive_and_likely_slower():
 def test_fewer_than_three_rounds_uses_the_single_round_threshold():
     slower = paired.judge_paired([1.2, 1.2], [1.0, 1.0])
     assert slower.verdict == stats.REGRESSION and slower.low is None
-    assert slower.reason == "fewer than 3 rounds" and slower.stopped == paired.TOO_FEW
+    assert slower.reason == "fewer than 3 rounds" and slower.stopped == TOO_FEW
     assert paired.judge_paired([1.05], [1.0]).verdict == stats.NO_CHANGE
 
 
@@ -103,7 +109,7 @@ def test_the_rule_stops_at_the_first_look_once_a_large_slowdown_is_shown():
     # The first look's rounds are shared by two pairs of processes, the second started after round 5.
     assert actions == [MORE] * 4 + [NEW_PAIR] + [MORE] * 4 + [DONE]
     verdict = rounds.verdict()
-    assert verdict.verdict == stats.REGRESSION and verdict.rounds == 10 and verdict.stopped == paired.SHOWN
+    assert verdict.verdict == stats.REGRESSION and verdict.rounds == 10 and verdict.stopped == SHOWN
     assert [look["rounds"] for look in verdict.looks] == [10] and verdict.stages == [5, 5]
     assert [pair["rounds"] for pair in verdict.pairs] == [5, 5] and not verdict.disagree
     assert all(pair["low"] > 1.04 for pair in verdict.pairs) and verdict.confirmed is False
@@ -126,15 +132,15 @@ def test_the_budget_of_rounds_ends_in_inconclusive_with_its_reason():
     rounds, actions = drive(ratios, rule)
     assert actions[-1] == DONE and len(rounds.ratios) == 20
     verdict = rounds.verdict()
-    assert verdict.verdict == stats.INCONCLUSIVE and verdict.stopped == paired.ROUNDS_BUDGET
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.stopped == ROUNDS_BUDGET
     assert verdict.leaning == "likely slower" and verdict.rule["max_rounds"] == 20
 
 
 def test_a_head_as_fast_as_its_base_stops_early_as_futile():
     stops = [drive(noisy_ratios(0.0, 40, seed=k))[0].verdict() for k in range(20)]
-    assert sum(v.rounds == 10 and v.stopped == paired.FUTILE for v in stops) >= 15
+    assert sum(v.rounds == 10 and v.stopped == FUTILE for v in stops) >= 15
     assert all(v.verdict != stats.REGRESSION for v in stops)
-    first = next(v for v in stops if v.stopped == paired.FUTILE)
+    first = next(v for v in stops if v.stopped == FUTILE)
     assert first.verdict == stats.INCONCLUSIVE and first.leaning is None
 
 
@@ -145,7 +151,7 @@ def test_the_time_budget_takes_the_last_look_on_what_there_is():
     rounds.stop_now()
     verdict = rounds.verdict()
     assert rounds.action == DONE and verdict.rounds == 13 and verdict.looks[-1]["rounds"] == 13
-    assert verdict.stopped in (paired.TIME_BUDGET, paired.SHOWN)
+    assert verdict.stopped in (TIME_BUDGET, SHOWN)
 
 
 def test_a_regression_is_measured_again_in_fresh_processes_when_the_rule_asks_for_it():
@@ -173,7 +179,7 @@ def test_pairs_of_processes_that_disagree_make_the_case_inconclusive_never_no_ch
     # in the first one's order) shows the cost the first hid: the processes differ, not the orders.
     assert actions[4] == NEW_PAIR and actions[9] == NEW_PAIR and actions[14] == NEW_PAIR
     assert actions[-1] == DONE and verdict.rounds == 20 and verdict.stages == [5, 5, 5, 5]
-    assert verdict.verdict == stats.INCONCLUSIVE and verdict.stopped == paired.DISAGREE and verdict.disagree
+    assert verdict.verdict == stats.INCONCLUSIVE and verdict.stopped == DISAGREE and verdict.disagree
     assert verdict.leaning == "likely slower"
     first, second, third, fourth = verdict.pairs
     assert first["high"] < 1.02 and min(p["low"] for p in (second, third, fourth)) > 1.09
@@ -193,7 +199,7 @@ def test_pairs_of_processes_that_disagree_make_the_case_inconclusive_never_no_ch
     assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree and verdict.stages == [5, 5, 5]
     # ... and pairs 3% apart, both inside the band (+1.5% and -1.5%), each steady within itself.
     apart = [1.015, 1.016, 1.014, 1.015, 1.016, 0.985, 0.984, 0.986, 0.985, 0.984] + third
-    for rule in (paired.DEFAULT_RULE, THREE_PAIRS):
+    for rule in (DEFAULT_RULE, THREE_PAIRS):
         verdict = drive(apart, rule)[0].verdict()
         assert verdict.verdict == stats.NO_CHANGE and not verdict.disagree
 
@@ -211,7 +217,7 @@ def test_no_change_on_three_pairs_of_processes_needs_a_third_and_one_that_shows_
     # A third pair that hides it too (+0%): now it is "no change", on the three pairs' 15 rounds.
     verdict = rounds.verdict()
     assert verdict.verdict == stats.NO_CHANGE and verdict.rounds == 15 and len(verdict.pairs) == 3
-    assert verdict.stopped == paired.SHOWN and not verdict.short_of_pairs
+    assert verdict.stopped == SHOWN and not verdict.short_of_pairs
     assert [look["rounds"] for look in verdict.looks] == [10, 15]
     # A third pair that shows it (+12%, started head first as the first was): never "no change".
     rounds, actions = drive(hid_twice + noisy_ratios(0.12, 30, seed=34, sd=0.01), THREE_PAIRS)
@@ -241,7 +247,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     for ratio, work in zip(hid_twice, busy):
         rounds.add(ratio, work=work)
     # Decided at the first look: no third pair, since more processes cannot make that work vanish.
-    assert rounds.action == DONE and rounds.stopped == paired.HIDDEN_WORK and rounds.stages == [5, 5]
+    assert rounds.action == DONE and rounds.stopped == HIDDEN_WORK and rounds.stages == [5, 5]
     verdict = rounds.verdict()
     assert verdict.verdict == stats.INCONCLUSIVE and verdict.leaning is None and not verdict.short_of_pairs
     assert verdict.hidden_work["share"] == pytest.approx(0.22, abs=0.005)
@@ -252,7 +258,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     # The same extra work within the band's share of a step (A/A scatters about 0.5% of one): "no
     # change", as without the figures; where a third pair is asked for, the rule goes on to it.
     quiet = [0.005 * math.sin(k) for k in range(len(hid_twice))]
-    for rule, action in ((paired.DEFAULT_RULE, DONE), (THREE_PAIRS, NEW_PAIR)):
+    for rule, action in ((DEFAULT_RULE, DONE), (THREE_PAIRS, NEW_PAIR)):
         rounds = Rounds(rule)
         for ratio, work in zip(hid_twice, quiet):
             rounds.add(ratio, work=work)
@@ -260,13 +266,13 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     assert rounds.looks[0].short_of_pairs
     # An interval that reaches past the band is enough to hold "no change" back (3% of a step, up to 6%).
     reaching = [0.03 + 0.03 * (-1) ** k for k in range(10)]
-    look = paired.look(hid_twice, work=reaching)
-    assert look.verdict == stats.INCONCLUSIVE and look.stopped == paired.HIDDEN_WORK
+    look = look_at(hid_twice, work=reaching)
+    assert look.verdict == stats.INCONCLUSIVE and look.stopped == HIDDEN_WORK
     assert look.hidden_work["high"] > 0.04 > look.hidden_work["share"]
     # A head slower than the band is judged on its time whatever its main thread did; a round without
     # the figure (an older worker) leaves the rule as it was.
-    assert paired.look([1.12] * 10, work=busy).verdict == stats.REGRESSION
-    assert paired.look([1.0] * 10, work=[0.3] * 9 + [None]).verdict == stats.NO_CHANGE
+    assert look_at([1.12] * 10, work=busy).verdict == stats.REGRESSION
+    assert look_at([1.0] * 10, work=[0.3] * 9 + [None]).verdict == stats.NO_CHANGE
     assert paired.judge_paired([1.0] * 5, [1.0] * 5, work=[None] * 5).work == []
 
 
@@ -277,13 +283,13 @@ def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_a
     rounds.stop_now()  # the case's cap: the third pair measured 2 rounds, too few to count
     verdict = rounds.verdict()
     assert verdict.verdict == stats.INCONCLUSIVE and verdict.short_of_pairs and verdict.leaning is None
-    assert verdict.stopped == paired.TIME_BUDGET and verdict.high < 1.04
+    assert verdict.stopped == TIME_BUDGET and verdict.high < 1.04
     assert paired_text(verdict) == "inconclusive after 12 rounds: no change in 2 pairs of processes, 3 needed"
     assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
     # Three rounds of the third pair count: the look on what there is may say "no change".
     rounds, _ = drive(hid_twice + [1.0, 1.0, 1.0], THREE_PAIRS)
     rounds.stop_now()
-    assert rounds.verdict().verdict == stats.NO_CHANGE and rounds.verdict().stopped == paired.SHOWN
+    assert rounds.verdict().verdict == stats.NO_CHANGE and rounds.verdict().stopped == SHOWN
     # While the pair is measured, the time budget is what the case's cap leaves after what is kept for
     # profiled rounds; otherwise 0.3 of the first look's time, as for any estimate inside the band.
     rule = SequentialRule()
@@ -297,7 +303,7 @@ def start_order_effect(change, order, pairs=4, per_pair=5, seed=11):
     `order` slower (the head first in pairs 1 and 3), each pair steady within itself."""
     ratios = []
     for pair in range(pairs):
-        lean = 1 + order if paired.head_starts_first(pair) else 1 / (1 + order)
+        lean = 1 + order if head_starts_first(pair) else 1 / (1 + order)
         ratios += [x * lean for x in noisy_ratios(change, per_pair, seed=seed + pair, sd=0.01)]
     return ratios + [x / (1 + order) for x in noisy_ratios(change, 20, seed=seed + pairs, sd=0.01)]
 
@@ -307,18 +313,18 @@ def test_a_start_order_effect_is_told_apart_by_more_pairs_and_cancelled():
     # head first and -8% with the base first (later rounds go on in the last pair, base first). The
     # first two pairs disagree; the next two repeat the orders and agree with the pair of the same
     # order: the estimate weighs the orders alike.
-    rule, ratios = paired.DEFAULT_RULE, start_order_effect(0.10, 0.20)
+    rule, ratios = DEFAULT_RULE, start_order_effect(0.10, 0.20)
     rounds, retelling = Rounds(rule), []
     for ratio in ratios[:20]:
         rounds.add(ratio)
         retelling.append(rounds.retelling)
     verdict = rounds.verdict()
-    assert rounds.looks[0].stopped == paired.DISAGREE and rounds.looks[0].start_order is None
+    assert rounds.looks[0].stopped == DISAGREE and rounds.looks[0].start_order is None
     assert rounds.retold and verdict.stages == [5, 5, 5, 5] and rounds.action == DONE
     # The two more pairs are measuring from the disagreeing look until the look after them (no time
     # budget cuts them).
     assert retelling == [False] * 9 + [True] * 10 + [False]
-    assert verdict.verdict == stats.REGRESSION and verdict.stopped == paired.SHOWN and not verdict.disagree
+    assert verdict.verdict == stats.REGRESSION and verdict.stopped == SHOWN and not verdict.disagree
     assert verdict.ratio == pytest.approx(1.10, abs=0.01)
     assert verdict.start_order == pytest.approx(1.20, abs=0.01)
     # The same build as head and base, started first 10% slower: no change, not a regression.
@@ -330,7 +336,7 @@ def test_a_start_order_effect_is_told_apart_by_more_pairs_and_cancelled():
     assert again.start_order == verdict.start_order and len(again.pairs) == 4
     # No room in the budget of rounds for more pairs: the disagreement stands.
     short = drive(start_order_effect(0.10, 0.20), SequentialRule(max_rounds=10))[0].verdict()
-    assert short.rounds == 10 and short.stopped == paired.DISAGREE and short.start_order is None
+    assert short.rounds == 10 and short.stopped == DISAGREE and short.start_order is None
 
 
 def test_pairs_that_both_show_a_slowdown_of_different_sizes_agree_that_it_is_one():
@@ -340,7 +346,7 @@ def test_pairs_that_both_show_a_slowdown_of_different_sizes_agree_that_it_is_one
     verdict = drive(ratios)[0].verdict()
     first, second = verdict.pairs
     assert first["low"] > second["high"]  # the pairs differ beyond their scatter
-    assert verdict.verdict == stats.REGRESSION and verdict.stopped == paired.SHOWN and not verdict.disagree
+    assert verdict.verdict == stats.REGRESSION and verdict.stopped == SHOWN and not verdict.disagree
 
 
 def test_process_pairs_share_the_first_look_and_are_checked():
@@ -424,35 +430,35 @@ def test_rule_fields_are_checked_by_name():
 
 
 def test_the_control_is_unsteady_only_when_the_machine_moved_beyond_its_scatter():
-    steady = paired.control_drift([0.18, 0.181, 0.179, 0.18, 0.182, 0.18])
+    steady = control_drift([0.18, 0.181, 0.179, 0.18, 0.182, 0.18])
     assert steady.steady is True and steady.first == 0.18 and steady.text == "steady"
-    moved = paired.control_drift([0.18, 0.181, 0.179, 0.25, 0.251, 0.249])
+    moved = control_drift([0.18, 0.181, 0.179, 0.25, 0.251, 0.249])
     assert moved.steady is False and moved.ratio == pytest.approx(0.25 / 0.18, rel=1e-3)
     assert moved.text == "unsteady"
     # Rounds scattering as a CPU's do: an interval far wider than the band, but no move it can show.
-    wide = paired.control_drift([0.18, 0.14, 0.22, 0.17, 0.21, 0.15])
+    wide = control_drift([0.18, 0.14, 0.22, 0.17, 0.21, 0.15])
     assert wide.low < 0.96 and wide.high > 1.04 and wide.text == "steady"
     # A move the interval shows, but within half the band: steady.
-    slight = paired.control_drift([0.18, 0.1801, 0.1799, 0.1818, 0.1819, 0.1817])
+    slight = control_drift([0.18, 0.1801, 0.1799, 0.1818, 0.1819, 0.1817])
     assert slight.low > 1 and slight.ratio < 1.02 and slight.text == "steady"
     # A move a 95% interval shows (1.0006 to 1.27, as the row would print it) but a 99% one does not:
     # steady. The row is judged in every case of every comment, and a quiet CPU wanders in stretches.
-    borderline = paired.control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213])
+    borderline = control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213])
     assert borderline.low > 1 and borderline.ratio > 1.1 and borderline.text == "steady"
-    assert paired.control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213], judge_confidence=0.95).text == \
+    assert control_drift([0.18, 0.17, 0.19, 0.203, 0.193, 0.213], judge_confidence=0.95).text == \
         "unsteady"
     # A step where the second pair of processes took over, and none within either pair's stretch:
     # steady; judged across the stretches it would be unsteady.
     step = [0.180, 0.181, 0.179, 0.180, 0.182, 0.200, 0.201, 0.199, 0.202, 0.200]
-    assert paired.control_drift(step).text == "unsteady"
-    assert paired.control_drift(step, stages=[5, 5]).text == "steady"
-    assert paired.control_drift(step, stages=[5, 15]).text == "steady"  # stages of all the pair's rounds
+    assert control_drift(step).text == "unsteady"
+    assert control_drift(step, stages=[5, 5]).text == "steady"
+    assert control_drift(step, stages=[5, 15]).text == "steady"  # stages of all the pair's rounds
     within = [0.180, 0.181, 0.179, 0.200, 0.201, 0.180, 0.181, 0.179, 0.200, 0.201]
-    moved_within = paired.control_drift(within, stages=[5, 5])
+    moved_within = control_drift(within, stages=[5, 5])
     assert moved_within.text == "unsteady" and moved_within.ratio == pytest.approx(1.111, abs=0.001)
     # Too few rounds in each stretch for an interval: no answer rather than one across the step.
-    assert paired.control_drift(step[:6], stages=[3, 3]).text == "too few rounds to tell"
-    few = paired.control_drift([0.18, 0.19, 0.2, 0.21])
+    assert control_drift(step[:6], stages=[3, 3]).text == "too few rounds to tell"
+    few = control_drift([0.18, 0.19, 0.2, 0.21])
     assert few.steady is None and few.ratio is not None and few.text == "too few rounds to tell"
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from helpers import FASTER, PYTORCH, SAME, UNCLEAR, base_rounds, case, fw
 from speedstats import results as results_model
-from speedstats.analysis.paired import DEFAULT_RULE, DONE, Rounds, SequentialRule
+from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
+from speedstats.analysis.sequence import DONE, Rounds
 from speedstats.errors import UserError
 from speedstats.render import build_text, render_speed_stats
 from speedstats.results import CaseResult, Results

@@ -16,7 +16,7 @@ import pytest
 from fakebench import FAKE_WORKER, Bench, suite
 from fakenvml import fake_nvml, gpu
 from procfs import running
-from speedstats.analysis.paired import SequentialRule
+from speedstats.analysis.rule import SequentialRule
 from speedstats.bench import protocol
 from speedstats.bench.builds import Build
 from speedstats.contenders import BASE, HEAD, PYTORCH

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from speedstats.analysis.paired import DEFAULT_RULE, SequentialRule
+from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
 from speedstats.errors import UserError
 from speedstats.machine import DisturbanceSpec
 from speedstats.settings import read_settings

@@ -6,7 +6,7 @@ import pytest
 
 from fakegithub import run_speedstats
 from speedstats import results as results_model
-from speedstats.analysis.paired import DEFAULT_RULE
+from speedstats.analysis.rule import DEFAULT_RULE
 from speedstats.errors import UserError
 from speedstats.parse import parse_speed_stats
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import jinja2
 
 from speedstats import verdict as verdicts
-from speedstats.analysis.paired import TIME_BUDGET, head_starts_first
+from speedstats.analysis.look import TIME_BUDGET
+from speedstats.analysis.pairs import head_starts_first
 from speedstats.casekinds import case_id_for
 from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, build_family, of_family
 from speedstats.errors import UserError

@@ -13,7 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from speedstats.analysis.attribution import Attribution
-from speedstats.analysis.paired import MAX_PROCESS_PAIRS, MAX_RATIO, PairedVerdict
+from speedstats.analysis.paired import PairedVerdict
+from speedstats.analysis.rule import MAX_PROCESS_PAIRS, MAX_RATIO
 from speedstats.casekinds import KIND_NAMES, case_kind
 from speedstats.contenders import HEAD, PYTORCH, ROLES, SPEED_STATS_ROLES
 from speedstats.errors import UserError

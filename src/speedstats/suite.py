@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from speedstats.analysis.paired import DEFAULT_RULE, SequentialRule
+from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
 from speedstats.casekinds import DEFAULT_DDP_WORLD_SIZE, KIND_NAMES, case_kind
 from speedstats.errors import UserError
 from speedstats.fsutil import read_text

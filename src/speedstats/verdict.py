@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from speedstats.analysis import paired as paired_analysis
 from speedstats.analysis import stats
+from speedstats.analysis.control import Control, control_drift
+from speedstats.analysis.pairs import measured_pairs
+from speedstats.analysis.rule import DEFAULT_RULE
 from speedstats.casekinds import JUDGED_KINDS
 from speedstats.contenders import BASE, HEAD, PYTORCH
 from speedstats.errors import UserError
@@ -87,7 +89,7 @@ class HeadVsBase:
     text: str  # the Verdict cell's words
     rounds: int = 0
     leaning: str | None = None
-    control: paired_analysis.Control | None = None  # PyTorch's first rounds against its last
+    control: Control | None = None  # PyTorch's first rounds against its last
     confidence: float | None = None
 
 
@@ -125,7 +127,7 @@ def memory_change(case, rule):
         return None
     if head.sampled_memory_kind != base.sampled_memory_kind:
         return None
-    default = paired_analysis.DEFAULT_RULE
+    default = DEFAULT_RULE
     pct = rule.get("memory_threshold_pct", default.memory_threshold_pct)
     mib = rule.get("memory_threshold_mib", default.memory_threshold_mib)
     threshold = max(base.sampled_peak_bytes * pct / 100, mib * MIB)
@@ -150,7 +152,7 @@ def paired_text(paired, failure=None):
         return f"{paired.leaning or 'inconclusive'}, the pairs of processes disagree {after}"
     if paired.verdict == stats.INCONCLUSIVE and paired.short_of_pairs:
         needed = paired.rule.get("settling_pairs")
-        return (f"inconclusive {after}: no change in {paired_analysis.measured_pairs(paired.stages)} "
+        return (f"inconclusive {after}: no change in {measured_pairs(paired.stages)} "
                 "pairs of processes"
                 + (f", {needed} needed" if needed else ""))
     if paired.verdict == stats.INCONCLUSIVE and paired.hidden_work:
@@ -176,7 +178,7 @@ def head_vs_base(case, min_effect=stats.DEFAULT_MIN_EFFECT):
     pytorch = case.frameworks.get(PYTORCH)
     if pytorch is not None and pytorch.ok and pytorch.rounds_s:
         band = paired.min_effect if paired is not None else min_effect
-        control = paired_analysis.control_drift(pytorch.rounds_s, min_effect=band,
+        control = control_drift(pytorch.rounds_s, min_effect=band,
                                                 stages=paired.stages if paired is not None else ())
     return HeadVsBase(
         case_id=case.id, kind=case.kind, base_s=base_s,
@@ -194,7 +196,7 @@ def rule_of(results):
     for case in results.cases:
         if case.paired is not None and case.paired.rule:
             return dict(case.paired.rule)
-    return paired_analysis.DEFAULT_RULE.to_dict()
+    return DEFAULT_RULE.to_dict()
 
 
 def with_baseline(results):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from speedstats import machine
 from speedstats import verdict as verdicts
-from speedstats.analysis import paired as paired_analysis
+from speedstats.analysis.paired import judge_paired
 from speedstats.bench import machine_state, shm
 from speedstats.bench.assemble import attribution_record, case_record, fill
 from speedstats.bench.environment import package_versions
@@ -55,7 +55,7 @@ def case_label(case):
 
 def case_flags(record, spec, gpu_name, suite_name="suite"):
     """The thresholds this case missed (a regression against the base is the sequential rule's to
-    decide, while the rounds are measured: see analysis.paired.Rounds)."""
+    decide, while the rounds are measured: see analysis.sequence)."""
     if record.failure:
         return []
     return verdicts.judge_case(record, spec, gpu_name, suite_name).reasons
@@ -216,6 +216,6 @@ class SuiteRunner:
         if not (head.ok and base.ok):
             return
         if sequence is None:  # rounds not interleaved: one look at a fixed number of rounds
-            record.paired = paired_analysis.judge_paired(head.rounds_s, base.rounds_s, self.rule)
+            record.paired = judge_paired(head.rounds_s, base.rounds_s, self.rule)
         else:
             record.paired = sequence.verdict(head.rounds_s, base.rounds_s)

@@ -9,7 +9,7 @@ framework's background threads favour one of them. Without it each contender run
 alone, which needs only one framework's memory at a time.
 
 With a baseline build (and `interleave`), measure_sequential goes on after the planned rounds with the
-head and the base alone, while the head-vs-base rule (analysis.paired.SequentialRule) asks for more,
+head and the base alone, in the steps analysis.sequence.Steps asks for (the rule: analysis.rule),
 within its budget of rounds and of seconds; a regression it sees is measured again in fresh processes
 when the rule says so.
 
@@ -28,8 +28,8 @@ import dataclasses
 import time
 
 from speedstats import machine
-from speedstats.analysis import attribution, stats
-from speedstats.analysis import paired as paired_analysis
+from speedstats.analysis import sequence
+from speedstats.analysis.rule import DEFAULT_RULE
 from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
 from speedstats.bench.protocol import READY_FILE
 from speedstats.bench.workers import Worker, WorkerFailed, poll_wait
@@ -40,7 +40,6 @@ PAIR = (HEAD, BASE)  # the head and the base: the contenders of the sequential r
 # NVML's energy counter moves in steps of its power samples (tens of ms): a round shorter than this
 # gives no energy figure.
 MIN_ENERGY_ROUND_S = 1.0
-MIN_PROFILED_ROUNDS = attribution.MIN_ROUNDS  # the fewest profiled rounds of each build compared
 
 
 @dataclasses.dataclass
@@ -51,7 +50,7 @@ class RoundPlan:
     iterations: int
 
     @classmethod
-    def for_case(cls, case, with_baseline, rule=paired_analysis.DEFAULT_RULE):
+    def for_case(cls, case, with_baseline, rule=DEFAULT_RULE):
         """With a baseline, the case's timed iterations are split (not multiplied) into the rule's
         first_rounds rounds, unless the suite asks for that many or more."""
         first = rule.first_rounds
@@ -163,183 +162,104 @@ class Scheduler:
         return runs
 
     def measure_sequential(self, work, roles, rule, confirm):
-        """Head and base against each other, in rounds the rule asks for: every contender in the
-        planned rounds, then the head and the base alone (the others done) until the rule stops, within
-        its budget of rounds and of seconds (SequentialRule.extra_budget_s of the planned rounds' wall
-        time); profiled rounds, when asked for, within what the case's cap leaves. The head and the
-        base are started afresh where the rule says (its process pairs, a confirmation). Returns the
-        runs (the head's and the base's rounds those of every pair of their processes, in order) and
-        the analysis.paired.Rounds that decided."""
-        sequence = paired_analysis.Rounds(rule, confirm=confirm)
-        began = time.monotonic()
+        """Head and base against each other, in the steps analysis.sequence.Steps asks for: every
+        contender in the planned rounds, then the head and the base alone (the others done) until the
+        rule stops, within its budget of rounds and of seconds; fresh pairs of head and base processes
+        where the rule says (its process pairs, a confirmation); then profiled rounds, when asked for,
+        within what the case's cap leaves. Returns the runs (the head's and the base's rounds those of
+        every pair of their processes, in order) and the analysis.sequence.Rounds that decided."""
+        suite = self.suite
+        steps = sequence.Steps(rule, confirm=confirm, planned_rounds=self.plan.rounds,
+                               attribute=suite.attribute, attribute_budget=suite.attribute_budget,
+                               attribute_rounds=suite.attribute_rounds)
         runs = self._workers(work, roles, max_rounds=rule.max_rounds)
-        # What each build measured before a confirmation's fresh processes replaced it.
-        earlier = {role: [] for role in PAIR}
-        # When the first look was taken, its wall time and its estimate: the time budget after it.
-        first_look_at = first_look_s = first_ratio = None
+        earlier = {role: [] for role in PAIR}  # what each build measured in the processes replaced
+        execute = {sequence.StartPair: self._start_pair, sequence.EndControl: self._end_control,
+                   sequence.MeasureRound: self._paired_round, sequence.ProfileRound: self._profiled_round}
         try:
             self._start_all(runs)
-            pair = 0  # which pair of head and base processes is measuring
-            while sequence.action != paired_analysis.DONE:
+            while True:
                 if any(runs[role].error for role in PAIR):
+                    steps.failed()
+                step = steps.next_step()
+                for note in step.notes:
+                    self.log(note)
+                if isinstance(step, sequence.Stop):
                     break
-                # The time budget is checked before a fresh pair is started too: no pair for no rounds.
-                # Pairs started after pairs that disagreed measure all their rounds.
-                if first_look_at is not None and not sequence.retelling and \
-                        time.monotonic() - first_look_at > self._extra_budget_s(
-                            rule, sequence, runs, first_look_s, first_ratio):
-                    sequence.stop_now()
-                    break
-                if sequence.action in (paired_analysis.NEW_PAIR, paired_analysis.CONFIRM):
-                    confirming = sequence.action == paired_analysis.CONFIRM
-                    if confirming:
-                        self.log(f"head vs base: a regression after {len(sequence.ratios)} rounds: "
-                                 "measuring again in fresh processes")
-                    elif sequence.settling:
-                        self.log(f"head vs base: no change after {len(sequence.ratios)} rounds in {pair + 1} "
-                                 f"pairs of processes, {rule.settling_pairs} needed: one more pair")
-                    else:
-                        self.log(f"head vs base: {len(sequence.ratios)} rounds measured; the next ones "
-                                 "in a fresh pair of processes")
-                    pair += 1
-                    for role in PAIR:
-                        earlier[role].extend(runs[role].rounds)
-                        runs[role].worker.resume()
-                        runs[role].worker.kill()
-                    # Started in the other order than the last pair: neither build always starts first.
-                    order = PAIR if paired_analysis.head_starts_first(pair) else tuple(reversed(PAIR))
-                    folder = work / ("confirm" if confirming else f"pair{pair + 1}")
-                    fresh = self._workers(folder, order, max_rounds=rule.max_rounds)
-                    for role in PAIR:
-                        fresh[role].setup_starts_s = list(runs[role].setup_starts_s)
-                    runs.update(fresh)
-                    self._start_all(fresh)
-                done = len(sequence.ratios)
-                timed = roles if done < self.plan.rounds and not sequence.confirming else PAIR
-                self._interleaved_round(runs, timed, done + 1, order=done)
-                if any(runs[role].error for role in PAIR):
-                    break
-                sequence.add(runs[HEAD].rounds[-1] / runs[BASE].rounds[-1], work=self._extra_work(runs))
-                if first_look_at is None and len(sequence.ratios) >= self.plan.rounds:
-                    first_look_at = time.monotonic()
-                    first_look_s = first_look_at - began
-                    first_ratio = sequence.looks[-1].ratio if sequence.looks else 1.0
-                    for role in roles:
-                        if role not in PAIR:  # PyTorch is done: its process goes
-                            runs[role].worker.resume()
-                            self._finish(runs[role])
-            if sequence.action != paired_analysis.DONE:
-                sequence.stop_now()
-            self.log(f"head vs base: {len(sequence.ratios)} rounds, stopped ({sequence.stopped})")
-            if self._wants_profile(runs, sequence):
-                case_s = time.monotonic() - began
-                cap_s = None if first_look_s is None else rule.case_cap_s(first_look_s)
-                if cap_s is not None and sequence.retold:
-                    # The pairs after a disagreement may have measured past the cap: a slower head
-                    # is still said where, in the fewest profiled rounds that compare anything.
-                    cap_s = max(cap_s, case_s + self._least_profile_s(runs))
-                self._profiled_rounds(runs, case_s, cap_s)
-            for role in roles:
-                run = runs[role]
-                if run.memory or run.error:
-                    continue
-                run.worker.resume()
-                self._finish(run)
+                execute[type(step)](step, runs, steps, work=work, roles=roles, earlier=earlier)
+            self.profiling = steps.profiling
+            for run in runs.values():
+                if not (run.memory or run.error):
+                    run.worker.resume()
+                    self._finish(run)
         finally:
             self._kill(runs.values())
-        # The first processes' rounds count in the figures; their round states and remeasured rounds
+        # The replaced processes' rounds count in the figures; their round states and remeasured rounds
         # are not kept (those of the last processes are).
         for role in PAIR:
             runs[role].rounds = earlier[role] + runs[role].rounds
-        return runs, sequence
+        return runs, steps.sequence
 
-    def _extra_budget_s(self, rule, sequence, runs, first_look_s, first_ratio):
-        """The seconds of rounds after the first look (SequentialRule.extra_budget_s), less the room kept
-        for profiled rounds: the suite's attribute_budget share of what the cap leaves after the first
-        look, and at least the fewest profiled rounds' time. A pair a "no change" needs keeps no room
-        unless every case is profiled: with `attribute: slower` a case whose look said no change is
-        profiled only if that pair turns its verdict, and then the cap says how few profiled rounds it
-        left."""
-        attribute = self.suite.attribute
-        keep = attribute == "always" or (attribute != "never" and not sequence.settling)
-        reserve, reserve_s = 0.0, 0.0
-        if keep:
-            reserve, reserve_s = self.suite.attribute_budget, self._least_profile_s(runs)
-        return rule.extra_budget_s(first_look_s, first_ratio, reserve=reserve, reserve_s=reserve_s,
-                                   settling=sequence.settling)
+    def _start_pair(self, step, runs, steps, work, earlier, **_):
+        """A fresh head and base (StartPair), in the step's start order, in a folder of their own."""
+        for role in PAIR:
+            earlier[role].extend(runs[role].rounds)
+            runs[role].worker.resume()
+            runs[role].worker.kill()
+        order = PAIR if step.head_first else tuple(reversed(PAIR))
+        folder = work / ("confirm" if step.confirming else f"pair{step.pair + 1}")
+        fresh = self._workers(folder, order, max_rounds=steps.rule.max_rounds)
+        for role in PAIR:
+            fresh[role].setup_starts_s = list(runs[role].setup_starts_s)
+        runs.update(fresh)
+        self._start_all(fresh)
+
+    def _end_control(self, step, runs, steps, roles, **_):
+        """The first look is taken: every contender but the head and the base ends (PyTorch is done)."""
+        for role in roles:
+            if role not in PAIR:
+                runs[role].worker.resume()
+                self._finish(runs[role])
+
+    def _paired_round(self, step, runs, steps, roles, **_):
+        """A timed round of the head and the base (MeasureRound), the others too in the planned rounds;
+        its ratio and the head's extra main-thread work go to the steps."""
+        timed = roles if step.with_control else PAIR
+        self._interleaved_round(runs, timed, step.number, order=step.number - 1)
+        if any(runs[role].error for role in PAIR):
+            return
+        head, base = runs[HEAD], runs[BASE]
+        steps.measured(head.rounds[-1] / base.rounds[-1], work=self._extra_work(runs),
+                       seconds=head.rounds[-1] + base.rounds[-1])
 
     @staticmethod
     def _extra_work(runs):
         """How much longer the head's main thread ran on the CPU than the base's in their last round, as
-        a share of the base's round (analysis.paired.hidden_work); None without both figures."""
+        a share of the base's round (analysis.look.hidden_work); None without both figures."""
         head, base = runs[HEAD].thread_cpu_s[-1], runs[BASE].thread_cpu_s[-1]
         if head is None or base is None or runs[BASE].rounds[-1] <= 0:
             return None
         return (head - base) / runs[BASE].rounds[-1]
 
-    @staticmethod
-    def _last_pair_s(runs):
-        """The head's and the base's last timed rounds together (0 before any)."""
-        if not (runs[HEAD].rounds and runs[BASE].rounds):
-            return 0.0
-        return runs[HEAD].rounds[-1] + runs[BASE].rounds[-1]
-
-    def _least_profile_s(self, runs):
-        """What the fewest profiled rounds that compare anything take, with one pair more for the last
-        timed round's overrun: from the last pair of timed rounds."""
-        return (MIN_PROFILED_ROUNDS + 1) * self._last_pair_s(runs)
-
-    def _wants_profile(self, runs, sequence):
-        """Profiled rounds for this case: `attribute: always`, or with `attribute: slower` a head slower
-        than its base (a regression, or likely slower) or one whose main thread works more (hidden
-        work: the profile names where)."""
-        attribute = self.suite.attribute
-        if attribute == "never" or any(runs[role].error for role in PAIR):
-            return False
-        if attribute == "always":
-            return True
-        verdict = sequence.verdict()
-        return (verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
-                or verdict.hidden_work is not None)
-
-    def _profiled_rounds(self, runs, case_s, cap_s=None):
-        """Up to attribute_rounds profiled rounds of the head and the base, alternating as the timed
-        rounds do, within attribute_budget of the case's wall time (profiled rounds included) and within
-        the case's cap (cap_s of wall time in all, None: none): a pair of rounds is started only while
-        the time spent and one more pair stay within both."""
-        share = self.suite.attribute_budget
-        budget_s = share / (1 - share) * case_s
-        limit = f"the budget of {share:.0%} of the case's wall time ({budget_s:.1f}s)"
-        if cap_s is not None and cap_s - case_s < budget_s:
-            budget_s = max(0.0, cap_s - case_s)
-            limit = f"the case's cap ({cap_s:.1f}s in all) left {budget_s:.1f}s, which"
-        pair_s = self._last_pair_s(runs)
-        began = time.monotonic()
-        self.profiling = {"case_s": case_s, "profiled_s": 0.0, "reason": None}
-        for k in range(self.suite.attribute_rounds):
-            spent = time.monotonic() - began
-            if spent + (spent / k if k else pair_s) > budget_s:
-                self.profiling["reason"] = f"{limit} allowed {k} profiled rounds"
-                break
-            for role in round_order(list(PAIR), k):
-                run = runs[role]
-                run.worker.resume()
-                try:
-                    report = run.worker.run_round(profile=True)
-                except WorkerFailed as exc:
-                    # The timed figures stand: the worker goes, without its end report (peak memory).
-                    run.worker.kill()
-                    run.memory = {"peak_memory_bytes": None, "memory_kind": None}
-                    self.log(f"{LABELS[role]}: profiled round {k + 1} FAILED: {exc}")
-                    self.profiling["reason"] = f"{LABELS[role]} failed in a profiled round: {exc}"
-                    self.profiling["profiled_s"] = time.monotonic() - began
-                    return
-                if self.suite.pause_idle:
-                    run.worker.pause()
-                run.profiles.append(report)
-        self.profiling["profiled_s"] = time.monotonic() - began
-        self.log(f"head vs base: {len(runs[HEAD].profiles)} profiled rounds of each in "
-                 f"{self.profiling['profiled_s']:.1f}s")
+    def _profiled_round(self, step, runs, steps, **_):
+        """A profiled round of the head and the base (ProfileRound), alternating as the timed rounds do.
+        One that fails ends the profiled rounds; the timed figures stand."""
+        k = step.number
+        for role in round_order(list(PAIR), k):
+            run = runs[role]
+            run.worker.resume()
+            try:
+                report = run.worker.run_round(profile=True)
+            except WorkerFailed as exc:
+                # The worker goes, without its end report (peak memory).
+                run.worker.kill()
+                run.memory = {"peak_memory_bytes": None, "memory_kind": None}
+                self.log(f"{LABELS[role]}: profiled round {k + 1} FAILED: {exc}")
+                steps.failed(f"{LABELS[role]} failed in a profiled round: {exc}")
+                return
+            if self.suite.pause_idle:
+                run.worker.pause()
+            run.profiles.append(report)
 
     def _workers(self, work, roles, max_rounds=None):
         deadline = time.monotonic() + self.case.timeout_s

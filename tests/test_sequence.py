@@ -1,0 +1,157 @@
+"""The steps of one case's head-vs-base rounds (analysis.sequence.Steps), on a clock the test moves: the
+one loop the scheduler and the simulation both execute."""
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from speedstats.analysis import sequence
+from speedstats.analysis.look import SHOWN, TIME_BUDGET
+from speedstats.analysis.rule import SequentialRule
+from speedstats.analysis.sequence import EndControl, MeasureRound, ProfileRound, StartPair, Steps, Stop
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def execute(steps, clock, ratio_of, round_s=1.0, start_s=3.0, profile_s=1.0, fail_at=None):
+    """Execute every step as a driver would, each taking the clock forward: the steps seen, in order."""
+    seen = []
+    while True:
+        step = steps.next_step()
+        seen.append(step)
+        if isinstance(step, Stop):
+            return seen
+        if isinstance(step, StartPair):
+            clock.now += start_s
+        elif isinstance(step, MeasureRound):
+            clock.now += round_s
+            if fail_at == step.number:
+                steps.failed()
+            else:
+                steps.measured(ratio_of(step.number), seconds=round_s)
+        elif isinstance(step, ProfileRound):
+            clock.now += profile_s
+
+
+def kinds(seen):
+    return [type(step).__name__ for step in seen]
+
+
+def test_a_large_slowdown_stops_at_the_first_look_after_two_pairs_and_the_control():
+    clock = Clock()
+    steps = Steps(SequentialRule(), clock=clock)
+    seen = execute(steps, clock, lambda k: 1.5 + 0.01 * (k % 3))
+    # Five rounds with the control, a fresh pair (the base's process started first), five more, then the
+    # first look: PyTorch ends, and the rule has shown the regression.
+    assert kinds(seen) == ["MeasureRound"] * 5 + ["StartPair"] + ["MeasureRound"] * 5 + ["EndControl", "Stop"]
+    assert all(step.with_control for step in seen if isinstance(step, MeasureRound))
+    assert seen[5] == StartPair(pair=1, head_first=False, confirming=False, notes=seen[5].notes)
+    assert seen[5].notes == ("head vs base: 5 rounds measured; the next ones in a fresh pair of processes",)
+    assert seen[-1].reason == SHOWN and seen[-1].notes == ("head vs base: 10 rounds, stopped (shown)",)
+    assert steps.first_look_s == pytest.approx(5 + 3 + 5) and steps.profiling == {}
+    assert steps.sequence.verdict().verdict == "regression"
+
+
+def test_the_rounds_after_the_first_look_time_only_the_head_and_the_base_within_the_time_budget():
+    clock = Clock()
+    rng = random.Random(3)
+    rule = SequentialRule(max_rounds=400, futility_z=0.0)
+    steps = Steps(rule, clock=clock)
+    seen = execute(steps, clock, lambda k: math.exp(math.log(1.04) + rng.gauss(0, 0.08)))
+    rounds = [step for step in seen if isinstance(step, MeasureRound)]
+    assert [step.with_control for step in rounds[:11]] == [True] * 10 + [False]
+    assert seen[11] == EndControl()  # after five rounds, a fresh pair and five more
+    # The budget after the first look (13 s in), checked before each round of a second: the rounds stop
+    # at the first check past it.
+    budget_s = rule.extra_budget_s(13.0, steps.sequence.looks[0].ratio)
+    assert seen[-1].reason == TIME_BUDGET and len(rounds) - 10 == math.floor(budget_s) + 1
+
+
+def test_a_slower_head_gets_its_profiled_rounds_within_the_case_cap_and_says_how_many():
+    clock = Clock()
+    steps = Steps(SequentialRule(), clock=clock, attribute="slower", attribute_budget=0.25,
+                  attribute_rounds=10)
+    seen = execute(steps, clock, lambda k: 1.5, profile_s=2.0)
+    profiled = [step for step in seen if isinstance(step, ProfileRound)]
+    # The case took 13 s to its first look; its cap is 19.5 s, which leaves 6.5 s at 13 s: the budget's
+    # 25% share (13 / 3 = 4.3 s) is smaller, and allows 2 pairs of 2 s.
+    assert [step.number for step in profiled] == [0, 1]
+    assert profiled[0].notes == ("head vs base: 10 rounds, stopped (shown)",)
+    assert seen[-1].notes == ("head vs base: 2 profiled rounds of each in 4.0s",)
+    reason = "the budget of 25% of the case's wall time (4.3s) allowed 2 profiled rounds"
+    assert steps.profiling == {"case_s": 13.0, "profiled_s": 4.0, "reason": reason}
+
+
+def test_a_head_as_fast_as_its_base_is_not_profiled_with_attribute_slower():
+    clock = Clock()
+    steps = Steps(SequentialRule(), clock=clock, attribute="slower", attribute_budget=0.25,
+                  attribute_rounds=10)
+    seen = execute(steps, clock, lambda k: 1.0 + 0.001 * (-1) ** k)
+    assert not any(isinstance(step, ProfileRound) for step in seen)
+    assert seen[-1].reason == SHOWN and steps.profiling == {}
+    assert steps.sequence.verdict().verdict == "no change"
+
+
+def test_a_failed_round_stops_the_rounds_without_profiled_ones():
+    clock = Clock()
+    steps = Steps(SequentialRule(), clock=clock, attribute="always", attribute_budget=0.25,
+                  attribute_rounds=10)
+    seen = execute(steps, clock, lambda k: 1.5, fail_at=7)
+    # The rule takes its last look on the six rounds there are.
+    assert kinds(seen)[-2:] == ["MeasureRound", "Stop"] and seen[-1].reason == SHOWN
+    assert seen[-1].notes == ("head vs base: 6 rounds, stopped (shown)",)
+    assert steps.profiling == {}
+
+
+def test_a_failed_profiled_round_ends_them_with_its_reason_and_no_count():
+    clock = Clock()
+    steps = Steps(SequentialRule(), clock=clock, attribute="always", attribute_budget=0.5,
+                  attribute_rounds=10)
+    while not isinstance(step := steps.next_step(), (ProfileRound, Stop)):
+        if isinstance(step, MeasureRound):
+            steps.measured(1.5, seconds=1.0)
+        clock.now += 1.0
+    assert isinstance(step, ProfileRound)
+    clock.now += 0.5
+    steps.failed("OneFlow failed in a profiled round: it died")
+    last = steps.next_step()
+    assert isinstance(last, Stop) and last.notes == ()
+    assert steps.profiling["reason"] == "OneFlow failed in a profiled round: it died"
+    assert steps.profiling["profiled_s"] == pytest.approx(0.5)
+
+
+def test_no_time_check_between_a_fresh_pair_and_its_first_round():
+    # A pair start that passes the budget still measures its round: no pair is started for no rounds.
+    clock = Clock()
+    rule = SequentialRule(no_change_pairs=3, max_rounds=20)
+    steps = Steps(rule, clock=clock)
+    seen = execute(steps, clock, lambda k: 1.0 + 0.001 * (k % 2), start_s=100.0)
+    starts = [k for k, step in enumerate(seen) if isinstance(step, StartPair)]
+    assert len(starts) == 2 and isinstance(seen[starts[1] + 1], MeasureRound)
+
+
+def test_the_steps_refuse_an_unknown_attribute():
+    with pytest.raises(ValueError, match="attribute: must be one of never, slower, always, got 'often'"):
+        Steps(attribute="often")
+
+
+def test_the_published_simulation_executes_these_steps():
+    path = ROOT / "benchmarks" / "simulate_head_vs_base.py"
+    spec = importlib.util.spec_from_file_location("simulate", path)
+    simulate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(simulate)
+    assert simulate.sequence is sequence  # the same module: no loop of its own
+    verdict, rounds, wall, _ = simulate.simulate(0.25, SequentialRule(), random.Random(1), sigma=0.075,
+                                                 sigma_iterations=2, process_sd=0.015, outliers=0.0)
+    assert verdict.verdict == "regression" and rounds == 10 and wall > 1
