@@ -44,6 +44,7 @@ import time
 
 from speedstats import gpuinfo
 from speedstats.bench import processes
+from speedstats.bench.instruments import Instrument
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PRESSURE_PATH = "/proc/pressure/cpu"
@@ -472,3 +473,43 @@ class MachineWatch:
         elif announced:
             progress(f"speedstats: the GPU is quiet after {waited:.0f}s")
         return {"quiet": not reasons, "waited_s": waited, "reasons": reasons}
+
+
+class RoundState(Instrument):
+    """The machine's state around a round (bench.instruments), from MachineWatch.begin before it to
+    MachineWatch.end after it, with the worker's processes `pids`: the round's `state`."""
+
+    def __init__(self, watch, pids):
+        self.watch = watch
+        self.pids = pids
+        self.begun = self.state = None
+
+    def before_round(self, round):
+        self.begun = self.watch.begin(self.pids)
+
+    def after_round(self, round):
+        self.state = self.watch.end(self.begun, self.pids)
+
+    def add_to(self, record):
+        record["state"] = self.state
+
+
+class GpuEnergy(Instrument):
+    """The energy the run's GPUs used in a round (bench.instruments), from their counters (Gpus.energy_mj)
+    before and after it: the round's `energy_mj`, where every GPU has the counter and the round took
+    min_round_s or more (the counter moves in steps of NVML's power samples, tens of ms)."""
+
+    def __init__(self, gpus, min_round_s):
+        self.gpus = gpus
+        self.min_round_s = min_round_s
+        self.before = self.after = None
+
+    def before_round(self, round):
+        self.before = self.gpus.energy_mj()
+
+    def after_round(self, round):
+        self.after = self.gpus.energy_mj()
+
+    def add_to(self, record):
+        if None not in (self.before, self.after) and float(record["total_s"]) >= self.min_round_s:
+            record["energy_mj"] = self.after - self.before

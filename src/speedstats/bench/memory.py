@@ -19,6 +19,7 @@ import threading
 import time
 
 from speedstats.bench import processes
+from speedstats.bench.instruments import Instrument
 
 INTERVAL_S = 0.02
 REFRESH_S = 0.5  # how often the tree is looked for again (new dataloader workers, DDP ranks)
@@ -90,3 +91,21 @@ class PeakSampler:
     def peaks(self):
         """{"rss_bytes", "gpu_bytes" (None on the CPU), "samples"}."""
         return {"rss_bytes": self.peak_rss, "gpu_bytes": self.peak_gpu, "samples": self.samples}
+
+
+class TreeMemory(Instrument):
+    """The worker tree's memory around a round (bench.instruments), sampled from before it to after it
+    by a PeakSampler (its arguments): the round's `memory_peaks`."""
+
+    def __init__(self, roots, gpu_pids=None, host_pids=()):
+        self.sampler = PeakSampler(roots, gpu_pids=gpu_pids, host_pids=host_pids)
+        self.peaks = None
+
+    def before_round(self, round):
+        self.sampler.start()
+
+    def after_round(self, round):
+        self.peaks = self.sampler.stop()
+
+    def add_to(self, record):
+        record["memory_peaks"] = self.peaks

@@ -30,7 +30,9 @@ import time
 from speedstats import machine
 from speedstats.analysis import sequence
 from speedstats.analysis.rule import DEFAULT_RULE
-from speedstats.bench.memory import GPU_KIND, RSS_KIND, PeakSampler
+from speedstats.bench.instruments import Round, measure_round, started
+from speedstats.bench.machine_state import GpuEnergy, RoundState
+from speedstats.bench.memory import GPU_KIND, RSS_KIND, TreeMemory
 from speedstats.bench.protocol import READY_FILE
 from speedstats.bench.workers import Worker, WorkerFailed, poll_wait
 from speedstats.casekinds import case_kind
@@ -393,38 +395,37 @@ class Scheduler:
                  f" per iteration ({self.plan.iterations} iterations in {total:.2f}s)")
 
     def _timed_round(self, run):
-        """One go of the worker with the machine watched around it: (its total seconds, the machine's
+        """One go of the worker with the runner's instruments around it (bench.instruments): the machine's
+        state, the worker tree's memory and the GPUs' energy. Returns (its total seconds, the machine's
         state, judged disturbed or not, its main thread's CPU seconds or None)."""
         pids = run.worker.processes()
-        before = self.watch.begin(pids)
-        sampler = self._memory_sampler(run, pids)
-        energy_before = self._energy_mj()
-        try:
-            report = run.worker.run_round()
-        finally:
-            energy_after = self._energy_mj()
-            if sampler is not None:
-                run.add_memory_peaks(sampler.stop())
-        state = self.watch.end(before, pids)
-        if None not in (energy_before, energy_after) and float(report["total_s"]) >= MIN_ENERGY_ROUND_S:
-            run.energy_j.append((energy_after - energy_before) / 1000 / self.plan.iterations)
+        instruments = [RoundState(self.watch, pids), self._memory_sampler(run, pids), self._gpu_energy()]
+        instruments = [instrument for instrument in instruments if instrument is not None]
+        with started(instruments):
+            record = measure_round(instruments, Round(run.worker.next_round), run.worker.run_round)
+        run.add_memory_peaks(record.get("memory_peaks") or {})
+        if "energy_mj" in record:
+            run.energy_j.append(record["energy_mj"] / 1000 / self.plan.iterations)
+        state = record["state"]
         state["disturbed"] = machine.round_disturbance(state, self.suite.disturbance)
-        thread_cpu = report.get("thread_cpu_s")
-        return float(report["total_s"]), state, None if thread_cpu is None else float(thread_cpu)
+        thread_cpu = record.get("thread_cpu_s")
+        return float(record["total_s"]), state, None if thread_cpu is None else float(thread_cpu)
 
-    def _energy_mj(self):
+    def _gpu_energy(self):
+        """The GPUs' energy counter around a round (machine_state.GpuEnergy), or None off CUDA."""
         gpus = getattr(self.watch, "gpus", None)
-        return gpus.energy_mj() if str(self.setup.device).startswith("cuda") and gpus is not None else None
+        on_gpu = str(self.setup.device).startswith("cuda") and gpus is not None
+        return GpuEnergy(gpus, MIN_ENERGY_ROUND_S) if on_gpu else None
 
     def _memory_sampler(self, run, pids):
-        """A started bench.memory.PeakSampler of the worker's tree, or None (the suite's memory_sampling
-        off)."""
+        """The worker tree's memory sampled around a round (bench.memory.TreeMemory), or None (the
+        suite's memory_sampling off)."""
         if not self.suite.memory_sampling:
             return None
         gpus = getattr(self.watch, "gpus", None)
         on_gpu = str(self.setup.device).startswith("cuda") and gpus is not None and gpus.nvml is not None
         gpu_pids = gpus.compute_pids if on_gpu else None
-        return PeakSampler(pids, gpu_pids=gpu_pids, host_pids=run.gpu_pids).start()
+        return TreeMemory(pids, gpu_pids=gpu_pids, host_pids=run.gpu_pids)
 
     def _finish(self, run):
         if run.error:
