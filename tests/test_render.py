@@ -289,7 +289,7 @@ def test_an_error_in_a_user_macro_names_the_macro_file_and_its_caller(tmp_path, 
     macros_file, wrapper = tmp_path / "speed_stats_macros.md.j2", builtin_path("speed_stats.md.j2")
     used_at = line_of(macros, "{% macro s(value) %}")
     passed_at = line_of(macros, "s(of.total_s)")
-    called_at = line_of(wrapper.read_text(encoding="utf-8"), "kinds[case.kind](case)")
+    called_at = line_of(wrapper.read_text(encoding="utf-8"), "kinds[case.macro](case)")
     with pytest.raises(UserError) as caught:
         judged(thread_results("pr-revert"), default_suite, templates_dir=tmp_path)
     assert str(caught.value) == (

@@ -8,7 +8,8 @@ its line number. Marks (✔️/❌) are ignored: `render` recomputes the verdict
 
 Figures come from printed decimals and are converted exactly (4340.5ms -> total_s 4.3405), so
 rendering the parsed results prints the same text again. The results are those of the default
-suite on "cuda": case ids follow `case_id_for`, the GPU name comes from the GPU line.
+suite on "cuda": case ids are the usual ones of their kinds and sizes (speedstats.casekinds), the GPU
+name comes from the GPU line. Each kind's lines are read as its row of casekinds.CASE_KINDS declares them.
 """
 
 from __future__ import annotations
@@ -17,22 +18,14 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from speedstats.casekinds import CASE_KINDS, RESNET50, SWIN_DATALOADER, case_id_for, case_kind
+from speedstats import casekinds
 from speedstats.contenders import HEAD, PYTORCH, SPEED_STATS_ROLES, contender
 from speedstats.errors import UserError
-from speedstats.results import (
-    CaseResult,
-    FrameworkResult,
-    Results,
-    check_count,
-    check_framework,
-    check_input_shape,
-)
+from speedstats.results import CaseResult, FrameworkResult, Results, check_count, check_framework, check_sizes
 
 PARSED_SUITE = "default"
 PARSED_DEVICE = "cuda"
 UNKNOWN_GPU = "unknown"
-SWIN_DATALOADER_BATCH_SIZE = 32  # the old bot's dataloader batch, never printed
 SNIPPET_LIMIT = 120
 
 
@@ -41,35 +34,61 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s")  # a ru
 _MARKS = re.compile(r"^\s*((?:(?:\u2714\ufe0f?|\u274c)\s*)*)")
 _HEADER = re.compile(r"^(?:<summary>\s*)?Speed stats:\s*(?:</summary>)?$")
 _GPU = re.compile(r"^GPU Name:(?P<name>.*)$")
-_RESNET = re.compile(
-    rf"^(?P<fw>OneFlow|PyTorch) resnet50 time: (?P<per>{_NUMBER})ms \(= (?P<total>{_NUMBER})ms / "
-    r"(?P<times>\d+),"
-    r" input_shape=\[(?P<shape>\d+(?:, \d+)*)\](?P<ddp>, ddp, world size=(?P<ws>\d+))?\)$"
-)
-_SWIN = re.compile(
-    rf"^(?P<fw>OneFlow|PyTorch) swin dataloader time: (?P<per>{_NUMBER})s \(= (?P<total>{_NUMBER})s"
-    r" / (?P<times>\d+), num_workers=(?P<workers>\d+)\)$"
-)
-_RELATIVE = re.compile(
-    rf"^Relative speed: (?P<ratio>{_NUMBER}) \(= (?P<pt>{_NUMBER})(?P<unit>ms|s) / "
-    rf"(?P<of>{_NUMBER})(?P=unit)\)$"
-)
+_FRAMEWORKS = tuple(contender(role).framework for role in SPEED_STATS_ROLES)  # OneFlow, PyTorch
+_FRAMEWORK = "(?P<fw>" + "|".join(map(re.escape, _FRAMEWORKS)) + ")"
 _NAMED = r"(?: \(case (?P<id>[^()]+?)\))?"  # a case whose id is not the usual one for its sizes
-_FAILED_RESNET = re.compile(
-    rf"^resnet50 batch (?P<batch>\d+)(?:, ddp, world size=(?P<ws>\d+))?{_NAMED}: (?P<error>.+)$")
-_FAILED_SWIN = re.compile(rf"^swin dataloader batch (?P<batch>\d+), num_workers=(?P<workers>\d+){_NAMED}: "
-                          r"(?P<error>.+)$")
 _RUN_FAILED = re.compile(r"^speed job failed: (?P<error>.+)$")
 _NO_RESULTS = re.compile(r"^speed job produced no results$")
-# What a stats line starts with; such a line must parse in full, and a line that is only the start of
-# one of these phrases (at least TRUNCATED_MIN characters of it) was cut off.
-_STATS_START = re.compile(r"^(?:(?:OneFlow|PyTorch) (?:resnet50|swin)|Relative speed|GPU Name)")
-_STATS_PHRASES = tuple(f"{contender(role).framework} {kind.printed} time:" for role in SPEED_STATS_ROLES
-                       for kind in CASE_KINDS) + ("Relative speed:", "GPU Name:")
+_RUN_FAILED_START = "speed job"
+_OTHER_STATS = ("Relative speed", "GPU Name")  # the stats lines of no kind, before their colon
 TRUNCATED_MIN = 4
-_FAILED_START = re.compile(r"^(?:resnet50 batch|swin dataloader|speed job)")
-_TIME_LINES = {RESNET50: _RESNET, SWIN_DATALOADER: _SWIN}
-_SAME_CASE = {RESNET50: ("shape", "ddp", "ws"), SWIN_DATALOADER: ("workers",)}  # the groups both lines share
+
+
+def _first_words(text):
+    return " ".join(text.split()[:2])
+
+
+def _starts(texts):
+    return re.compile("^(?:" + "|".join(re.escape(_first_words(t)) for t in texts) + ")")
+
+
+@dataclass(frozen=True)
+class _KindLines:
+    """A case kind's lines as parse matches them (speedstats.casekinds: CaseKind.lines)."""
+
+    kind: casekinds.CaseKind
+    time: re.Pattern
+    failed: re.Pattern
+    same_case: tuple  # the groups of the sizes, which a case's OneFlow and PyTorch lines share
+
+    @classmethod
+    def of(cls, kind):
+        printed, unit, lines = re.escape(kind.printed), re.escape(kind.unit), kind.lines
+        time = re.compile(rf"^{_FRAMEWORK} {printed} time: (?P<per>{_NUMBER}){unit} "
+                          rf"\(= (?P<total>{_NUMBER}){unit} / (?P<times>\d+), {lines.sizes}\)$")
+        failed = re.compile(rf"^{printed} batch (?P<batch>\d+){lines.failed_sizes}{_NAMED}: (?P<error>.+)$")
+        return cls(kind, time, failed, tuple(re.compile(lines.sizes).groupindex))
+
+
+class _Lines:
+    """The lines of a Speed stats block, as the case kinds' table is when a parse starts."""
+
+    def __init__(self):
+        self.kinds = [_KindLines.of(kind) for kind in casekinds.CASE_KINDS]
+        units = sorted({kind.unit for kind in casekinds.CASE_KINDS}, key=lambda unit: (-len(unit), unit))
+        self.relative = re.compile(
+            rf"^Relative speed: (?P<ratio>{_NUMBER}) \(= (?P<pt>{_NUMBER})(?P<unit>{'|'.join(units)}) / "
+            rf"(?P<of>{_NUMBER})(?P=unit)\)$"
+        )
+        # What a stats line or a failed case's line starts with (its first two words); such a line must
+        # parse in full, and a line that is only the start of a stats phrase (at least TRUNCATED_MIN
+        # characters of it) was cut off.
+        time_phrases = tuple(f"{framework} {kind.printed} time:" for framework in _FRAMEWORKS
+                             for kind in casekinds.CASE_KINDS)
+        self.stats_phrases = time_phrases + tuple(f"{phrase}:" for phrase in _OTHER_STATS)
+        self.stats_start = _starts(time_phrases + _OTHER_STATS)
+        self.failed_start = _starts([f"{kind.printed} batch" for kind in casekinds.CASE_KINDS]
+                                    + [_RUN_FAILED_START])
 
 
 @dataclass
@@ -77,12 +96,12 @@ class _Half:
     """One framework's time line of a case."""
 
     line: int
-    kind: str
+    lines: _KindLines  # of its kind
     match: re.Match
 
     def same_case(self, other):
-        return self.kind == other.kind and all(self.match.group(k) == other.match.group(k)
-                                               for k in _SAME_CASE[self.kind])
+        return self.lines is other.lines and all(self.match.group(k) == other.match.group(k)
+                                                 for k in self.lines.same_case)
 
 
 @dataclass
@@ -102,11 +121,6 @@ def _snippet(text):
     return text if len(text) <= SNIPPET_LIMIT else text[: SNIPPET_LIMIT - 1] + "\u2026"
 
 
-def _seconds(text, unit):
-    value = Decimal(text)
-    return float(value.scaleb(-3) if unit == "ms" else value)
-
-
 def _default_times(case_id):
     from speedstats.suite import load_suite
 
@@ -118,6 +132,7 @@ class _Parser:
     def __init__(self, where, gpu_name):
         self.where = where
         self.default_gpu = gpu_name
+        self.lines = _Lines()
         self.blocks: list[_Block] = []
         self.oneflow: _Half | None = None
         self.pytorch: _Half | None = None
@@ -147,11 +162,11 @@ class _Parser:
         if _HEADER.match(text):
             self.expect_no_open_case(number, text)
             self.blocks.append(_Block())
-        elif _STATS_START.match(text):
+        elif self.lines.stats_start.match(text):
             self.stats_line(number, text)
-        elif len(text) >= TRUNCATED_MIN and any(p.startswith(text) for p in _STATS_PHRASES):
+        elif len(text) >= TRUNCATED_MIN and any(p.startswith(text) for p in self.lines.stats_phrases):
             self.fail(number, f"truncated or malformed stats line: {_snippet(text)!r}")
-        elif had_fail_mark and _FAILED_START.match(text):
+        elif had_fail_mark and self.lines.failed_start.match(text):
             self.failure_line(number, text)
 
     def stats_line(self, number, text):
@@ -162,12 +177,12 @@ class _Parser:
                 self.blocks.append(_Block())
             self.blocks[-1].gpu_name = gpu.group("name").strip()
             return
-        for kind, pattern in _TIME_LINES.items():
-            match = pattern.match(text)
+        for lines in self.lines.kinds:
+            match = lines.time.match(text)
             if match:
-                self.time_line(number, text, _Half(number, kind, match))
+                self.time_line(number, text, _Half(number, lines, match))
                 return
-        match = _RELATIVE.match(text)
+        match = self.lines.relative.match(text)
         if match:
             self.relative_line(number, text, match)
             return
@@ -189,76 +204,56 @@ class _Parser:
         if self.pytorch is None:
             self.fail(number, f"a Relative speed line must follow a PyTorch line: {_snippet(text)!r}")
         of, pt = self.oneflow.match, self.pytorch.match
-        unit = case_kind(self.oneflow.kind).unit
+        kind = self.oneflow.lines.kind
+        unit = kind.unit
         if match.group("unit") != unit or (Decimal(match.group("pt")), Decimal(match.group("of"))) != (
             Decimal(pt.group("per")), Decimal(of.group("per"))
         ):
             self.fail(number, f"the Relative speed line's times do not match the case's "
                               f"({pt.group('per')}{unit} / {of.group('per')}{unit}): {_snippet(text)!r}")
-        self.blocks[-1].cases.append(self.checked(self.case(unit), self.oneflow.line))
+        self.blocks[-1].cases.append(self.checked(self.case(kind), self.oneflow.line))
         self.oneflow = self.pytorch = None
 
     def checked(self, case, number):
         """The case, once its figures make sense (positive times, per-iteration = total / times)."""
         where = f"{self.where}: line {number}"
         check_count(case.batch_size, "batch_size", where)
-        if case.input_shape is not None:
-            check_input_shape(case.input_shape, case.batch_size, where)
+        check_sizes(case, where)
         if case.ddp:
             check_count(case.world_size, "world size", where)
         for name, fw in case.frameworks.items():
             check_framework(fw, case.kind, f"{where} ({name})")
         return case
 
-    def case(self, unit):
-        kind, of, pt = self.oneflow.kind, self.oneflow.match, self.pytorch.match
+    def case(self, kind):
+        of, pt = self.oneflow.match, self.pytorch.match
         frameworks = {
             name: FrameworkResult(
-                total_s=_seconds(m.group("total"), unit),
-                per_iter_s=_seconds(m.group("per"), unit),
+                total_s=kind.seconds(m.group("total")),
+                per_iter_s=kind.seconds(m.group("per")),
                 times=int(m.group("times")),
             )
             for name, m in ((HEAD, of), (PYTORCH, pt))
         }
         times = int(of.group("times"))
-        if kind == RESNET50:
-            shape = [int(x) for x in of.group("shape").split(", ")]
-            ddp = of.group("ddp") is not None
-            world_size = int(of.group("ws")) if ddp else 1
-            return CaseResult(
-                id=case_id_for(kind, shape[0], ddp=ddp, world_size=world_size), kind=kind,
-                batch_size=shape[0], times=times, input_shape=shape, ddp=ddp, world_size=world_size,
-                frameworks=frameworks,
-            )
-        workers = int(of.group("workers"))
-        return CaseResult(
-            id=case_id_for(kind, SWIN_DATALOADER_BATCH_SIZE, num_workers=workers), kind=kind,
-            batch_size=SWIN_DATALOADER_BATCH_SIZE, times=times, num_workers=workers, frameworks=frameworks,
-        )
+        fields = kind.lines.read(of.groupdict())
+        return CaseResult(id=kind.case_id(**fields), kind=kind.name, times=times, frameworks=frameworks,
+                          **fields)
 
     def failure_line(self, number, text):
         self.expect_no_open_case(number, text)
         block = self.current_block()
-        match = _FAILED_RESNET.match(text)
-        if match:
-            batch, ddp = int(match.group("batch")), match.group("ws") is not None
-            world_size = int(match.group("ws")) if ddp else 1
-            case_id = match.group("id") or case_id_for(RESNET50, batch, ddp=ddp, world_size=world_size)
-            block.cases.append(self.checked(CaseResult(
-                id=case_id, kind=RESNET50, batch_size=batch, times=_default_times(case_id),
-                input_shape=[batch, 3, 224, 224], ddp=ddp, world_size=world_size, error=match.group("error"),
-            ), number))
-            return
-        match = _FAILED_SWIN.match(text)
-        if match:
-            workers = int(match.group("workers"))
-            case_id = match.group("id") or case_id_for(SWIN_DATALOADER, int(match.group("batch")),
-                                                       num_workers=workers)
-            block.cases.append(self.checked(CaseResult(
-                id=case_id, kind=SWIN_DATALOADER, batch_size=int(match.group("batch")),
-                times=_default_times(case_id), num_workers=workers, error=match.group("error"),
-            ), number))
-            return
+        for lines in self.lines.kinds:
+            match = lines.failed.match(text)
+            if match:
+                kind = lines.kind
+                fields = kind.lines.read(match.groupdict())
+                case_id = match.group("id") or kind.case_id(**fields)
+                block.cases.append(self.checked(CaseResult(
+                    id=case_id, kind=kind.name, times=_default_times(case_id), error=match.group("error"),
+                    **fields,
+                ), number))
+                return
         match = _RUN_FAILED.match(text)
         if match or _NO_RESULTS.match(text):
             block.error = match.group("error") if match else None

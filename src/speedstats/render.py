@@ -24,7 +24,7 @@ import jinja2
 from speedstats import verdict as verdicts
 from speedstats.analysis.look import TIME_BUDGET
 from speedstats.analysis.pairs import head_starts_first
-from speedstats.casekinds import case_id_for
+from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, LABELS, PYTORCH, ROLE_WORDS, build_family, of_family
 from speedstats.errors import UserError
 from speedstats.machine import unstable_contenders
@@ -126,6 +126,7 @@ class CaseView:
 
     id: str
     kind: str
+    macro: str  # the macro that prints its figures' lines (its kind's, speedstats.casekinds)
     batch_size: int
     times: int
     input_shape: list[int] | None
@@ -212,20 +213,14 @@ def _framework_view(fw):
     )
 
 
-def _standard_id(case):
-    try:
-        return case_id_for(case.kind, case.batch_size, ddp=case.ddp, num_workers=case.num_workers,
-                           world_size=case.world_size)
-    except ValueError:
-        return None
-
-
 def case_view(case, case_verdict):
     """What the templates see of a case; its free text (id, error) already made safe for the fence."""
     case_id = fence_safe(case.id, CASE_ID_LIMIT)
+    kind = case_kind(case.kind)
     return CaseView(
         id=case_id,
         kind=case.kind,
+        macro=trusted(kind.macro) if kind is not None else case.kind,
         batch_size=case.batch_size,
         times=case.times,
         input_shape=case.input_shape,
@@ -238,7 +233,7 @@ def case_view(case, case_verdict):
         marks={role: trusted(mark) for role, mark in case_verdict.marks.items()},
         score=case_verdict.score,
         failure=fence_safe(case_verdict.failure, verdicts.ERROR_TEXT_LIMIT) if case_verdict.failure else None,
-        named=case.id != _standard_id(case),
+        named=kind is None or case.id != kind.id_of(case),
     )
 
 

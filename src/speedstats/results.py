@@ -146,13 +146,7 @@ class CaseResult:
     def check(self, where):
         """What one field cannot say alone: the sizes its kind needs, a count of iterations unless it
         failed, and each framework's figures against each other."""
-        sized_by = case_kind(self.kind).sized_by
-        if sized_by == "input_shape" and self.input_shape is None:
-            raise UserError(f"{where}: missing field 'input_shape'")
-        if sized_by == "num_workers" and self.num_workers is None:
-            raise UserError(f"{where}: missing field 'num_workers'")
-        if self.input_shape is not None:
-            check_input_shape(self.input_shape, self.batch_size, where)
+        check_sizes(self, where)
         check_count(self.times, "times", where, minimum=0 if self.error else 1)
         for name, fw in self.frameworks.items():
             check_framework(fw, self.kind, f"{where}.frameworks.{name}")
@@ -364,6 +358,15 @@ def check_framework(fw, kind, where):
             raise UserError(f"{where}: field 'per_iter_s' ({fw.per_iter_s:g}) disagrees with total_s / times "
                             f"({fw.total_s:g} / {fw.times} = {expected:g})")
     return fw
+
+
+def check_sizes(case, where):
+    """The fields that size a case: each one its kind needs (casekinds) given, an input shape that fits."""
+    for name in case_kind(case.kind).size_fields:
+        if getattr(case, name) is None:
+            raise UserError(f"{where}: missing field '{name}'")
+    if case.input_shape is not None:
+        check_input_shape(case.input_shape, case.batch_size, where)
 
 
 def check_input_shape(shape, batch_size, where):

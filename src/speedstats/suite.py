@@ -365,7 +365,7 @@ def _case(data, i, suite, where):
         raise UserError(f"{where}: field 'ddp' must be true or false, got {shown(ddp)}")
     defaults = {name: getattr(suite, name) for name in SUITE_WIDE}
     defaults["world_size"] = DEFAULT_DDP_WORLD_SIZE if ddp else 1
-    defaults["num_workers"] = case_kind(kind).default_num_workers
+    defaults.update(case_kind(kind).suite_defaults)
     values = read_settings(CaseSpec, data, where, defaults=defaults, skip=("model", "env"), ignore=("skip",))
     values["model"] = _model(data, where, values["mode"], suite.model)
     values["env"] = {**suite.env, **(_env(data["env"], where, "env") if data.get("env") is not None else {})}

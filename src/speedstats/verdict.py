@@ -27,7 +27,7 @@ from speedstats.analysis import stats
 from speedstats.analysis.control import Control, control_drift
 from speedstats.analysis.pairs import measured_pairs
 from speedstats.analysis.rule import DEFAULT_RULE
-from speedstats.casekinds import JUDGED_KINDS
+from speedstats.casekinds import case_kind
 from speedstats.contenders import BASE, HEAD, PYTORCH
 from speedstats.errors import UserError
 from speedstats.text import one_line as text_one_line
@@ -218,7 +218,7 @@ def _check_spec(case, spec, suite_name):
             f"suite {suite_name!r}: case {case.id!r} is {spec.kind} in the suite but {case.kind} in the "
             "results"
         )
-    if spec.kind not in JUDGED_KINDS and (spec.min_relative_speed is not None or spec.max_oneflow_ms):
+    if not case_kind(spec.kind).judged and (spec.min_relative_speed is not None or spec.max_oneflow_ms):
         raise UserError(f"suite {suite_name!r}: case {case.id!r}: {spec.kind} cases take no thresholds")
 
 

@@ -14,11 +14,11 @@ import json
 from dataclasses import dataclass, field
 
 from speedstats.analysis import stats
+from speedstats.casekinds import size_field_names
 from speedstats.contenders import LABELS, SPEED_STATS_ROLES
 
 COMPARE_SCHEMA = "speedstats/compare/v1"
 UNKNOWN_GPU = "unknown"  # the GPU name `speedstats parse` gives a block without a GPU line
-_WORKLOAD_FIELDS = ("kind", "batch_size", "input_shape", "num_workers", "ddp", "world_size")
 
 
 @dataclass
@@ -93,8 +93,13 @@ def _machine_mismatch(base, head):
     return None
 
 
+def _workload_fields():
+    """The fields of a case that say what it measured: its kind, its batch, what sizes it, DDP's ranks."""
+    return ("kind", "batch_size", *size_field_names(), "ddp", "world_size")
+
+
 def _case_mismatch(base_case, head_case):
-    for name in _WORKLOAD_FIELDS:
+    for name in _workload_fields():
         if getattr(base_case, name) != getattr(head_case, name):
             return (f"{name} differs ({getattr(base_case, name)!r} in base, {getattr(head_case, name)!r} in "
                     "head)")

@@ -12,12 +12,10 @@ from speedstats.results import CaseResult, FrameworkResult
 
 def case_record(case):
     """An empty CaseResult describing a suite case, for its figures to be filled in."""
-    sized_by = case_kind(case.kind).sized_by
     return CaseResult(
         id=case.id, kind=case.kind, batch_size=case.batch_size, times=case.times,
-        input_shape=case.input_shape if sized_by == "input_shape" else None,
-        num_workers=case.num_workers if sized_by == "num_workers" else None,
         ddp=case.ddp, world_size=case.world_size, mode=case.mode, model=case.model, env=dict(case.env),
+        **case_kind(case.kind).sizes_of(case),
     )
 
 

@@ -46,11 +46,7 @@ class RunCancelled(KeyboardInterrupt):
 
 
 def case_label(case):
-    kind = case_kind(case.kind)
-    if kind.sized_by == "num_workers":
-        return f"{case.id} ({kind.printed}, batch {case.batch_size}, num_workers={case.num_workers})"
-    extra = f", ddp, world size={case.world_size}" if case.ddp else ""
-    return f"{case.id} ({kind.printed}, input_shape={case.input_shape}{extra})"
+    return f"{case.id} ({case_kind(case.kind).log_text(case)})"
 
 
 def case_flags(record, spec, gpu_name, suite_name="suite"):
