@@ -15,6 +15,11 @@ It speaks the endpoints the bot uses, closely enough for PyGithub:
     POST   /graphql                                    (the minimizeComment mutation only)
     POST   /repos/{o}/{r}/check-runs                   PATCH /repos/{o}/{r}/check-runs/{id}
     GET    /repos/{o}/{r}/commits/{sha}/check-runs     (check_name; filter=latest per name and app, or all)
+    GET    /repos/{o}/{r}/issues  (state, labels, creator; pull requests too, as GitHub lists them)
+    POST   /repos/{o}/{r}/issues                       PATCH /repos/{o}/{r}/issues/{n}  (title, body, state)
+    GET    /repos/{o}/{r}/git/ref/{ref}                POST /repos/{o}/{r}/git/refs
+    PATCH  /repos/{o}/{r}/git/refs/{ref}               (422 "Update is not a fast forward" unless force)
+    GET|POST /repos/{o}/{r}/git/blobs, git/trees, git/commits  (the Git Data API)
 
 Comments: a body over 65,536 characters is a 422, as on GitHub. A created comment's @mentions are
 recorded in gh.notified (an edit notifies nobody, so edits record none); a hidden comment carries
@@ -48,6 +53,21 @@ GET /user answers) gets 403 "You must authenticate via a GitHub App.", a token a
 completed, an output has both title and summary, and a summary or text over 65,535 characters is a
 422, as on GitHub. gh.check_runs(repo, sha) gives them, oldest first.
 
+Issues: a created issue takes the next number of the repository (pull requests share the numbers),
+its labels are created when the repository lacks them (as GitHub does for a writer), a body over
+65,536 characters is a 422; a token added with issues=False (no `issues: write`) gets the 403 "Resource
+not accessible by integration" on every issue write (a comment on an issue that is not a pull
+request included). gh.issues(repo) gives them, with their comments through gh.comments(repo, number).
+
+The Git Data API (a data branch written through blobs, trees, commits and a ref): objects are kept
+per repository, blobs under their git sha; a tree is kept whole (every path of it), and a tree made
+with base_tree and nested paths (`history/a.jsonl`) gets its folders as git does. Updating a ref to a
+commit that does not descend from the ref's commit is refused with 422 "Update is not a fast forward"
+unless force is given, creating a ref that exists with 422 "Reference already exists": what lets two
+jobs that append at once each notice the other. A token added with contents=False (no `contents:
+write`) gets the 403 on every Git Data write. gh.branch_file(repo, branch, path) reads a file at the
+branch's head, gh.branch_commits(repo, branch) lists its commits, newest first.
+
 Faults: fail() answers matching requests with a status (a 403 with retry_after is a secondary rate
 limit); with after=True the request takes effect first and then fails, like a 5xx behind which
 GitHub did store the comment. hold() makes the first N matching requests wait for each other, which
@@ -60,8 +80,10 @@ runs the CLI in-process, or as a `python -m speedstats` subprocess with subproce
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import fnmatch
+import hashlib
 import io
 import json
 import os
@@ -95,6 +117,8 @@ class Token:
     answers_user: bool = False
     may_minimize: bool = True  # GraphQL minimizeComment
     checks: bool = True  # `checks: write`: create and update check runs (an app's token only)
+    contents: bool = True  # `contents: write`: the Git Data API's writes (a data branch)
+    issues: bool = True  # `issues: write`: create and edit issues, comment on an issue
 
 
 @dataclass
@@ -137,6 +161,11 @@ class _Issue:
     commits: list[str] = field(default_factory=list)  # pull requests: oldest first, last is the head
     head_repo: str | None = None
     author: str = "someone"
+    title: str = ""
+    body: str | None = None
+    state: str = "open"
+    state_reason: str | None = None
+    author_type: str = "User"
 
 
 @dataclass
@@ -182,6 +211,46 @@ class _Artifact:
     expired: bool
 
 
+class _GitStore:
+    """One repository's git objects: blobs by their git sha, trees as {path: blob sha} of every file,
+    commits, and refs ({"refs/heads/x": commit sha})."""
+
+    def __init__(self):
+        self.blobs: dict[str, bytes] = {}
+        self.trees: dict[str, dict[str, str]] = {}
+        self.commits: dict[str, dict] = {}
+        self.refs: dict[str, str] = {}
+
+    def add_blob(self, data):
+        sha = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        self.blobs[sha] = data
+        return sha
+
+    def add_tree(self, paths):
+        sha = hashlib.sha1(b"tree " + json.dumps(sorted(paths.items())).encode()).hexdigest()
+        self.trees[sha] = dict(paths)
+        return sha
+
+    def add_commit(self, tree, parents, message, when):
+        commit = {"tree": tree, "parents": list(parents), "message": message, "date": when}
+        sha = hashlib.sha1(b"commit " + json.dumps(commit, sort_keys=True).encode()
+                           + str(len(self.commits)).encode()).hexdigest()
+        self.commits[sha] = commit
+        return sha
+
+    def descends(self, sha, ancestor):
+        """True when commit sha is ancestor or has it among its ancestors."""
+        seen, todo = set(), [sha]
+        while todo:
+            current = todo.pop()
+            if current == ancestor:
+                return True
+            if current not in seen and current in self.commits:
+                seen.add(current)
+                todo.extend(self.commits[current]["parents"])
+        return False
+
+
 class FakeGitHub:
     def __init__(self):
         self._lock = threading.RLock()
@@ -193,6 +262,7 @@ class FakeGitHub:
         self._artifacts: dict[int, _Artifact] = {}
         self._jobs: dict[int, _Job] = {}
         self._check_runs: dict[int, _CheckRun] = {}
+        self._git: dict[str, _GitStore] = {}
         self.notified: list[tuple[int, str]] = []  # (comment id, login) for each @mention of a new comment
         self._faults: list[Fault] = []
         self._holds: list[Hold] = []
@@ -250,19 +320,21 @@ class FakeGitHub:
     # -- setting up state ------------------------------------------------------------------------------
 
     def add_token(self, token, login="github-actions[bot]", write=True, user_type="Bot", answers_user=None,
-                  may_minimize=True, checks=True):
+                  may_minimize=True, checks=True, contents=True, issues=True):
         """answers_user: whether GET /user says who the token is (default: for a User's token only);
-        checks: whether it has `checks: write`."""
+        checks, contents, issues: whether it has `checks: write`, `contents: write`, `issues: write`."""
         if answers_user is None:
             answers_user = user_type != "Bot"
         with self._lock:
             self._tokens[token] = Token(login=login, write=write, user_type=user_type,
-                                        answers_user=answers_user, may_minimize=may_minimize, checks=checks)
+                                        answers_user=answers_user, may_minimize=may_minimize, checks=checks,
+                                        contents=contents, issues=issues)
 
     def add_repo(self, repo):
         with self._lock:
             self._repos.setdefault(repo, {})
             self._runs.setdefault(repo, {})
+            self._git.setdefault(repo, _GitStore())
 
     def add_pull(self, repo, number, labels=(), head_sha=None, commits=None, head_repo=None,
                  author="someone"):
@@ -275,10 +347,11 @@ class FakeGitHub:
             self._repos[repo][number] = _Issue(number, True, list(labels), shas, head_repo or repo, author)
         return number
 
-    def add_issue(self, repo, number, labels=()):
+    def add_issue(self, repo, number, labels=(), title="", body=None, author="someone", state="open"):
         self.add_repo(repo)
         with self._lock:
-            self._repos[repo][number] = _Issue(number, False, list(labels))
+            self._repos[repo][number] = _Issue(number, False, list(labels), title=title, body=body,
+                                               author=author, state=state)
         return number
 
     def push(self, repo, number, sha):
@@ -391,6 +464,48 @@ class FakeGitHub:
             return [dict(c.fields, id=c.id, name=c.name, head_sha=c.head_sha, app=c.app)
                     for c in sorted(self._check_runs.values(), key=lambda c: c.id)
                     if c.repo == repo and sha in (None, c.head_sha)]
+
+    def issues(self, repo):
+        """The issues of a repository that are not pull requests, by number: dicts with number, title,
+        body, state, state_reason, labels, login."""
+        with self._lock:
+            issues = sorted(self._repos.get(repo, {}).values(), key=lambda i: i.number)
+            return [{"number": i.number, "title": i.title, "body": i.body, "state": i.state,
+                     "state_reason": i.state_reason, "labels": list(i.labels), "login": i.author}
+                    for i in issues if not i.is_pull]
+
+    def branch_commits(self, repo, branch):
+        """The commits of a branch, newest first along the first parents: dicts with sha, message, tree
+        (every path of it: blob sha) and parents; [] when there is no such branch."""
+        with self._lock:
+            store = self._git.get(repo) or _GitStore()
+            sha, out = store.refs.get(f"refs/heads/{branch}"), []
+            while sha is not None:
+                commit = store.commits[sha]
+                out.append({"sha": sha, "message": commit["message"], "parents": list(commit["parents"]),
+                            "tree": dict(store.trees[commit["tree"]])})
+                sha = commit["parents"][0] if commit["parents"] else None
+            return out
+
+    def branch_file(self, repo, branch, path):
+        """The bytes of a file at the head of a branch, or None."""
+        with self._lock:
+            commits = self.branch_commits(repo, branch)
+            blob = commits[0]["tree"].get(path) if commits else None
+            return self._git[repo].blobs[blob] if blob is not None else None
+
+    def add_branch(self, repo, branch, files, message="seed"):
+        """A branch holding files ({path: bytes or str}), one commit on top of what it had; its sha."""
+        self.add_repo(repo)
+        with self._lock:
+            store = self._git[repo]
+            parent = store.refs.get(f"refs/heads/{branch}")
+            paths = dict(store.trees[store.commits[parent]["tree"]]) if parent else {}
+            for path, data in files.items():
+                paths[path] = store.add_blob(data.encode("utf-8") if isinstance(data, str) else bytes(data))
+            sha = store.add_commit(store.add_tree(paths), [parent] if parent else [], message, self._tick())
+            store.refs[f"refs/heads/{branch}"] = sha
+            return sha
 
     def requests_matching(self, method, path):
         with self._lock:
@@ -696,19 +811,105 @@ def _get_repo(h, token, record, repo):
         raise _error(404, "Not Found")
     # The access GitHub reports for the token's holder: a write=False token's is read-only.
     access = {"admin": False, "maintain": False, "push": token.write, "triage": token.write, "pull": True}
-    return _Reply(200, {**h._repo_json(repo), "permissions": access})
+    return _Reply(200, {**h._repo_json(repo), "permissions": access, "default_branch": "main"})
+
+
+def _issue_json(h, repo, issue):
+    kind = "pull" if issue.is_pull else "issues"
+    data = {"id": 500000 + issue.number, "node_id": f"I_{issue.number}", "number": issue.number,
+            "state": issue.state, "state_reason": issue.state_reason,
+            "title": issue.title or f"#{issue.number}",
+            "body": issue.body, "user": h._user(issue.author, issue.author_type),
+            "url": f"{h.base}/repos/{repo}/issues/{issue.number}",
+            "html_url": f"{h.base}/{repo}/{kind}/{issue.number}",
+            "comments_url": f"{h.base}/repos/{repo}/issues/{issue.number}/comments",
+            "comments": len(h.fake.comments(repo, issue.number)),
+            "labels": [h._label_json(repo, n) for n in issue.labels]}
+    if issue.is_pull:
+        data["pull_request"] = {"url": f"{h.base}/repos/{repo}/pulls/{issue.number}"}
+    return data
 
 
 @_route("GET", _REPO + r"/issues/(?P<number>\d+)")
 def _get_issue(h, token, record, repo, number):
+    return _Reply(200, _issue_json(h, repo, h._issue(repo, number)))
+
+
+def _require_issues(h, token):
+    h._require_write(token)
+    if not token.issues:
+        raise _error(403, FORK_MESSAGE)
+
+
+def _check_issue_fields(payload, creating):
+    title = payload.get("title")
+    if (creating or "title" in payload) and (not isinstance(title, str) or not title.strip()):
+        reply = _error(422, "Validation Failed")
+        reply.payload["errors"] = [{"resource": "Issue", "code": "missing_field", "field": "title"}]
+        raise reply
+    body = payload.get("body")
+    if body is not None and not isinstance(body, str):
+        raise _invalid(f"For 'properties/body', {json.dumps(body)} is not a string or null.")
+    if isinstance(body, str) and len(body) > MAX_COMMENT_CHARS:
+        reply = _error(422, "Validation Failed")
+        too_long = f"body is too long (maximum is {MAX_COMMENT_CHARS} characters)"
+        reply.payload["errors"] = [{"resource": "Issue", "code": "custom", "field": "body",
+                                    "message": too_long}]
+        raise reply
+    labels = payload.get("labels")
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)):
+        raise _invalid("For 'properties/labels', it is not an array of strings.")
+
+
+@_route("GET", _REPO + r"/issues")
+def _list_issues(h, token, record, repo):
+    if repo not in h.fake._repos:
+        raise _error(404, "Not Found")
+    query = {k: v[0] for k, v in record.query.items()}
+    state = query.get("state", "open")
+    if state not in ("open", "closed", "all"):
+        raise _invalid(f"For 'state', {json.dumps(state)} is not one of open, closed, all.")
+    wanted = [n for n in query.get("labels", "").split(",") if n]
+    issues = sorted(h.fake._repos[repo].values(), key=lambda i: -i.number)  # newest first, as GitHub sorts
+    items = [_issue_json(h, repo, i) for i in issues
+             if state in ("all", i.state) and all(n in i.labels for n in wanted)
+             and query.get("creator", i.author).lower() == i.author.lower()]
+    chunk, headers = h._paginate(record, items)
+    return _Reply(200, chunk, headers)
+
+
+@_route("POST", _REPO + r"/issues")
+def _create_issue(h, token, record, repo):
+    if repo not in h.fake._repos:
+        raise _error(404, "Not Found")
+    _require_issues(h, token)
+    payload = h._json_body(record)
+    _check_issue_fields(payload, creating=True)
+    number = max(h.fake._repos[repo], default=0) + 1
+    issue = _Issue(number, False, list(dict.fromkeys(payload.get("labels") or [])), title=payload["title"],
+                   body=payload.get("body"), author=token.login, author_type=token.user_type)
+    h.fake._repos[repo][number] = issue
+    return _Reply(201, _issue_json(h, repo, issue))
+
+
+@_route("PATCH", _REPO + r"/issues/(?P<number>\d+)")
+def _edit_issue(h, token, record, repo, number):
     issue = h._issue(repo, number)
-    data = {"number": issue.number, "state": "open", "title": f"#{issue.number}",
-            "url": f"{h.base}/repos/{repo}/issues/{issue.number}",
-            "html_url": f"{h.base}/{repo}/issues/{issue.number}",
-            "labels": [h._label_json(repo, n) for n in issue.labels]}
-    if issue.is_pull:
-        data["pull_request"] = {"url": f"{h.base}/repos/{repo}/pulls/{issue.number}"}
-    return _Reply(200, data)
+    _require_issues(h, token)
+    payload = h._json_body(record)
+    _check_issue_fields(payload, creating=False)
+    if "state" in payload:
+        if payload["state"] not in ("open", "closed"):
+            raise _invalid(f"For 'properties/state', {json.dumps(payload['state'])} is not one of "
+                           "open, closed.")
+        issue.state = payload["state"]
+        issue.state_reason = payload.get("state_reason") if issue.state == "closed" else "reopened"
+    for key in ("title", "body"):
+        if key in payload:
+            setattr(issue, key, payload[key])
+    if "labels" in payload:
+        issue.labels = list(dict.fromkeys(payload["labels"] or []))
+    return _Reply(200, _issue_json(h, repo, issue))
 
 
 @_route("GET", _REPO + r"/issues/(?P<number>\d+)/comments")
@@ -721,8 +922,10 @@ def _list_comments(h, token, record, repo, number):
 
 @_route("POST", _REPO + r"/issues/(?P<number>\d+)/comments")
 def _create_comment(h, token, record, repo, number):
-    h._issue(repo, number)
+    issue = h._issue(repo, number)
     h._require_write(token)
+    if not issue.is_pull and not token.issues:
+        raise _error(403, FORK_MESSAGE)
     body = _check_body(h._json_body(record))
     comment = h.fake._store_comment(repo, int(number), body, token.login, token.user_type)
     return _Reply(201, h._comment_json(comment))
@@ -1020,6 +1223,197 @@ def _list_check_runs(h, token, record, repo, sha):
     items = [_check_run_json(h, c) for c in checks]
     chunk, headers = h._paginate(record, items)
     return _Reply(200, {"total_count": len(items), "check_runs": chunk}, headers)
+
+
+# -- the Git Data API ---------------------------------------------------------------------------------------
+
+NOT_FAST_FORWARD = "Update is not a fast forward"
+REF_EXISTS = "Reference already exists"
+_SHA = r"(?P<sha>[0-9a-f]{40})"
+
+
+def _git(h, repo):
+    if repo not in h.fake._repos:
+        raise _error(404, "Not Found")
+    return h.fake._git[repo]
+
+
+def _git_write(h, token, repo):
+    store = _git(h, repo)
+    h._require_write(token)
+    if not token.contents:
+        raise _error(403, FORK_MESSAGE)
+    return store
+
+
+def _ref_json(h, repo, name, sha):
+    return {"ref": name, "node_id": f"REF_{name}", "url": f"{h.base}/repos/{repo}/git/{name}",
+            "object": {"type": "commit", "sha": sha, "url": f"{h.base}/repos/{repo}/git/commits/{sha}"}}
+
+
+def _commit_json(h, repo, store, sha):
+    commit = store.commits[sha]
+    person = {"name": "github-actions[bot]", "email": "github-actions[bot]@users.noreply.github.com",
+              "date": commit["date"]}
+    return {"sha": sha, "node_id": f"C_{sha}", "url": f"{h.base}/repos/{repo}/git/commits/{sha}",
+            "html_url": f"{h.base}/{repo}/commit/{sha}", "author": person, "committer": person,
+            "message": commit["message"],
+            "tree": {"sha": commit["tree"], "url": f"{h.base}/repos/{repo}/git/trees/{commit['tree']}"},
+            "parents": [{"sha": p, "url": f"{h.base}/repos/{repo}/git/commits/{p}",
+                         "html_url": f"{h.base}/{repo}/commit/{p}"} for p in commit["parents"]],
+            "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None}}
+
+
+def _tree_entries(h, repo, store, paths, recursive):
+    """GitHub's entries of a tree kept as {path: blob sha}: its folders as entries of type tree (each a
+    tree of its own, stored so that it can be read), every path with recursive, the top level without."""
+    folders = sorted({"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)})
+    entries = []
+    for folder in folders:
+        inside = {p[len(folder) + 1:]: b for p, b in paths.items() if p.startswith(folder + "/")}
+        sha = store.add_tree(inside)
+        entries.append({"path": folder, "mode": "040000", "type": "tree", "sha": sha,
+                        "url": f"{h.base}/repos/{repo}/git/trees/{sha}"})
+    for path, blob in sorted(paths.items()):
+        entries.append({"path": path, "mode": "100644", "type": "blob", "sha": blob,
+                        "size": len(store.blobs[blob]), "url": f"{h.base}/repos/{repo}/git/blobs/{blob}"})
+    if not recursive:
+        entries = [e for e in entries if "/" not in e["path"]]
+    return sorted(entries, key=lambda e: e["path"])
+
+
+@_route("GET", _REPO + r"/git/(?:ref|refs)/(?P<name>.+)")
+def _get_ref(h, token, record, repo, name):
+    store = _git(h, repo)
+    full = "refs/" + name
+    if full not in store.refs:
+        raise _error(404, "Not Found")
+    return _Reply(200, _ref_json(h, repo, full, store.refs[full]))
+
+
+@_route("POST", _REPO + r"/git/refs")
+def _create_ref(h, token, record, repo):
+    store = _git_write(h, token, repo)
+    payload = h._json_body(record)
+    name, sha = payload.get("ref"), payload.get("sha")
+    if not isinstance(name, str) or not name.startswith("refs/") or name.count("/") < 2:
+        raise _error(422, "Reference name must start with 'refs/' and have at least two slashes.")
+    if sha not in store.commits:
+        raise _error(422, "Object does not exist")
+    if name in store.refs:
+        raise _error(422, REF_EXISTS)
+    store.refs[name] = sha
+    return _Reply(201, _ref_json(h, repo, name, sha))
+
+
+@_route("PATCH", _REPO + r"/git/refs/(?P<name>.+)")
+def _update_ref(h, token, record, repo, name):
+    store = _git_write(h, token, repo)
+    full = "refs/" + name
+    payload = h._json_body(record)
+    sha = payload.get("sha")
+    if full not in store.refs:
+        raise _error(422, "Reference does not exist")
+    if sha not in store.commits:
+        raise _error(422, "Object does not exist")
+    if not payload.get("force") and not store.descends(sha, store.refs[full]):
+        raise _error(422, NOT_FAST_FORWARD)
+    store.refs[full] = sha
+    return _Reply(200, _ref_json(h, repo, full, sha))
+
+
+@_route("GET", _REPO + r"/git/commits/" + _SHA)
+def _get_git_commit(h, token, record, repo, sha):
+    store = _git(h, repo)
+    if sha not in store.commits:
+        raise _error(404, "Not Found")
+    return _Reply(200, _commit_json(h, repo, store, sha))
+
+
+@_route("POST", _REPO + r"/git/commits")
+def _create_git_commit(h, token, record, repo):
+    store = _git_write(h, token, repo)
+    payload = h._json_body(record)
+    message, tree, parents = payload.get("message"), payload.get("tree"), payload.get("parents", [])
+    if not isinstance(message, str):
+        raise _invalid("\"message\" wasn't supplied.")
+    if tree not in store.trees:
+        raise _error(422, "Tree SHA does not exist")
+    if not isinstance(parents, list) or any(p not in store.commits for p in parents):
+        raise _error(422, "Parent SHA does not exist or is not a commit object")
+    sha = store.add_commit(tree, parents, message, h.fake._tick())
+    return _Reply(201, _commit_json(h, repo, store, sha))
+
+
+@_route("GET", _REPO + r"/git/trees/" + _SHA)
+def _get_git_tree(h, token, record, repo, sha):
+    store = _git(h, repo)
+    if sha not in store.trees:
+        raise _error(404, "Not Found")
+    recursive = (record.query.get("recursive") or ["0"])[0] not in ("0", "false", "")
+    return _Reply(200, {"sha": sha, "url": f"{h.base}/repos/{repo}/git/trees/{sha}", "truncated": False,
+                        "tree": _tree_entries(h, repo, store, store.trees[sha], recursive)})
+
+
+@_route("POST", _REPO + r"/git/trees")
+def _create_git_tree(h, token, record, repo):
+    store = _git_write(h, token, repo)
+    payload = h._json_body(record)
+    base = payload.get("base_tree")
+    if base is not None and base not in store.trees:
+        raise _error(422, "base_tree is not a valid tree oid")
+    paths = dict(store.trees[base]) if base is not None else {}
+    entries = payload.get("tree")
+    if not isinstance(entries, list):
+        raise _invalid("\"tree\" wasn't supplied.")
+    for entry in entries:
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(path, str) or not path or path.startswith("/") or "" in path.split("/"):
+            raise _error(422, "tree.path contains a malformed path component")
+        if entry.get("type", "blob") != "blob" or entry.get("mode", "100644") not in ("100644", "100755"):
+            raise _error(422, "this fake keeps files only (type blob, mode 100644 or 100755)")
+        if "content" in entry:
+            paths[path] = store.add_blob(str(entry["content"]).encode("utf-8"))
+        elif entry.get("sha") is None:
+            paths.pop(path, None)
+        elif entry["sha"] in store.blobs:
+            paths[path] = entry["sha"]
+        else:
+            raise _error(422, f"tree.sha {entry['sha']} is not a valid blob")
+    sha = store.add_tree(paths)
+    return _Reply(201, {"sha": sha, "url": f"{h.base}/repos/{repo}/git/trees/{sha}", "truncated": False,
+                        "tree": _tree_entries(h, repo, store, paths, False)})
+
+
+@_route("GET", _REPO + r"/git/blobs/" + _SHA)
+def _get_git_blob(h, token, record, repo, sha):
+    store = _git(h, repo)
+    if sha not in store.blobs:
+        raise _error(404, "Not Found")
+    data = store.blobs[sha]
+    return _Reply(200, {"sha": sha, "node_id": f"B_{sha}", "size": len(data),
+                        "url": f"{h.base}/repos/{repo}/git/blobs/{sha}",
+                        "content": base64.encodebytes(data).decode("ascii"), "encoding": "base64"})
+
+
+@_route("POST", _REPO + r"/git/blobs")
+def _create_git_blob(h, token, record, repo):
+    store = _git_write(h, token, repo)
+    payload = h._json_body(record)
+    content, encoding = payload.get("content"), payload.get("encoding", "utf-8")
+    if not isinstance(content, str):
+        raise _invalid("\"content\" wasn't supplied.")
+    if encoding == "base64":
+        try:
+            data = base64.b64decode(content, validate=False)
+        except ValueError:
+            raise _error(422, "content is not valid Base64") from None
+    elif encoding in ("utf-8", "utf8"):
+        data = content.encode("utf-8")
+    else:
+        raise _error(422, f"encoding {encoding!r} is not one of utf-8, base64")
+    sha = store.add_blob(data)
+    return _Reply(201, {"sha": sha, "url": f"{h.base}/repos/{repo}/git/blobs/{sha}"})
 
 
 def _signature(artifact_id):

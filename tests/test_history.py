@@ -69,7 +69,8 @@ def test_bad_lines_are_skipped_and_reported_with_their_line_number(tmp_path):
     assert [(e.line, e.commit) for e in entries] == [(1, "aaaaaaaaaa"), (7, "bbbbbbbbbb")]
     assert problems == [
         f"{path}:2: not valid JSON: Expecting property name enclosed in double quotes (column 2)",
-        f"{path}:4: field 'schema' must be 'speedstats/history/v1', got 'other/v9'",
+        (f"{path}:4: field 'schema' must be 'speedstats/history/v1' or 'speedstats/history-summary/v1', "
+         "got 'other/v9'"),
         f"{path}:5: results: cases[0] (resnet50-bs16): missing field 'batch_size'",
         f"{path}:6: must be a JSON object",
         f"{path}:8: not valid JSON: Unterminated string starting at (column 35)",
@@ -79,3 +80,25 @@ def test_bad_lines_are_skipped_and_reported_with_their_line_number(tmp_path):
     entries, problems = read_history(path)
     assert entries[-1].commit == "cccccccccc" and entries[-1].line == 9
     assert len(problems) == 5
+
+
+def test_a_bounded_file_folds_its_oldest_runs_into_one_summary_line_each_time(tmp_path):
+    from histories import commit_of, history_runs
+    from speedstats.history import SUMMARY_SCHEMA, load_history
+
+    path = tmp_path / "history.jsonl"
+    path.write_text("{not json\n", encoding="utf-8")  # a bad line is kept where it is, never dropped
+    for commit, run in history_runs(47):
+        append_history(path, run, commit=commit, max_runs=20)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    history = load_history(path)
+    # past 20 runs the oldest 4 (a fifth of 20) become one line: at run 21 and again at 25, ..., 45
+    assert [s.runs for s in history.summaries] == [4] * 7
+    assert [(s.first_commit, s.last_commit) for s in history.summaries[:2]] == [
+        (commit_of(0), commit_of(3)), (commit_of(4), commit_of(7))]
+    assert [e.commit for e in history.entries] == [commit_of(i) for i in range(28, 47)]
+    assert lines[0] == "{not json"
+    assert [json.loads(line)["schema"] for line in lines[1:8]] == [SUMMARY_SCHEMA] * 7
+    assert history.summarised_runs + len(history.entries) == 47 and len(history.problems) == 1
+    median = history.summaries[0].cases[0].frameworks["oneflow"].median_s
+    assert 0.038 < median < 0.042

@@ -86,6 +86,11 @@ def commit_sha(environ=None):
     return _environ(environ).get("GITHUB_SHA") or None
 
 
+def git_ref(environ=None):
+    """The branch or tag the workflow run is for ($GITHUB_REF, e.g. refs/heads/main), or None."""
+    return _environ(environ).get("GITHUB_REF") or None
+
+
 def job_path(environ=None):
     """OWNER/NAME/RUN_ID/JOB of the running job, as far as it is known ('' outside Actions)."""
     env = _environ(environ)
@@ -122,6 +127,7 @@ class Event:
     # A pull_request payload's pull request comes from another repository than its base (a fork, or a
     # deleted one: head.repo null); None when the payload does not say.
     pr_from_fork: bool | None = None
+    default_branch: str | None = None  # the repository's default branch, as the payload gives it
 
 
 _parsed: tuple[tuple, Event] | None = None  # (file key, event): the last event file parsed
@@ -164,6 +170,8 @@ def _event_from_payload(payload, path):
     repository_ = payload.get("repository")
     if isinstance(repository_, dict) and isinstance(repository_.get("full_name"), str):
         fields["repo"] = repository_["full_name"]
+    if isinstance(repository_, dict) and isinstance(repository_.get("default_branch"), str):
+        fields["default_branch"] = repository_["default_branch"] or None
     pull = payload.get("pull_request")
     issue = payload.get("issue")
     run = payload.get("workflow_run")

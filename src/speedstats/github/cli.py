@@ -1,5 +1,5 @@
-"""GitHub commands: comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline, and
-for a matrix of GPU runners, shard and report.
+"""GitHub commands: comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline, for a
+matrix of GPU runners, shard and report, and record (main's history in a data branch).
 
 They run inside a GitHub Actions job (GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_EVENT_PATH,
 GITHUB_API_URL) or from a shell with --repo/--pr/--token. This module only registers them; each
@@ -7,7 +7,7 @@ command lives in its own module. PyGithub is imported only when a command talks 
 `speedstats --help` stays quick.
 """
 
-from speedstats.github import artifact, automerge_guard, baseline, comment, report, shards
+from speedstats.github import artifact, automerge_guard, baseline, comment, record, report, shards
 
 
 def register(subparsers):
@@ -17,3 +17,4 @@ def register(subparsers):
     baseline.register(subparsers)  # fetch-baseline
     shards.register(subparsers)  # shard: a matrix job's results, packed for the report
     report.register(subparsers)  # report: one comment for a matrix of GPU runners
+    record.register(subparsers)  # record: a run of the default branch, appended in the data branch

@@ -17,6 +17,7 @@ The token is never printed: every message leaving this module passes through red
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import email.utils
 import math
@@ -67,12 +68,23 @@ class ReadOnlyToken(Exception):
         check runs on the commit."""
         if "check run" in self.what:
             return "checks: write"
-        return "issues: write" if "label" in self.what else "pull-requests: write"
+        if "data branch" in self.what:
+            return "contents: write"
+        return "issues: write" if "label" in self.what or "issue" in self.what else "pull-requests: write"
 
 
 class AppTokenOnly(UserError):
     """GitHub answered 403 'You must authenticate via a GitHub App': only an app's token (the Actions
     GITHUB_TOKEN is one) may do this; a personal access token may not."""
+
+
+class RefMoved(Exception):
+    """Another writer moved the branch between our reading it and moving it (GitHub's 422 "Update is not a
+    fast forward", or "Reference already exists" for a branch both created): read it again."""
+
+
+# GitHub's 422 messages when a ref is not where the writer read it (lower case, as _message gives them).
+MOVED_MESSAGES = ("update is not a fast forward", "reference already exists", "reference does not exist")
 
 
 class Gone(UserError):
@@ -136,6 +148,29 @@ class CheckRunInfo:
     summary: str | None
     html_url: str | None
     raw: object = None  # the PyGithub CheckRun, for edit
+
+
+@dataclass
+class BranchHead:
+    """A branch's head as read: its commit's sha, that commit's tree, and PyGithub's ref and commit objects
+    (to move the ref, and as the parent of the next commit)."""
+
+    branch: str
+    sha: str
+    tree_sha: str
+    ref: object = None
+    commit: object = None
+
+
+@dataclass
+class IssueInfo:
+    number: int
+    title: str
+    body: str
+    state: str
+    login: str
+    html_url: str
+    raw: object = None  # the PyGithub Issue, for edit and comments
 
 
 @dataclass
@@ -484,6 +519,144 @@ class GitHubClient:
                    lambda: check_run.raw.edit(status="completed", **fields))
         return _check_run(check_run.raw)
 
+    # -- a data branch (the Git Data API) ------------------------------------------------------------
+
+    def default_branch(self, repo):
+        """The repository's default branch (GET /repos/{repo})."""
+        repository = self._repo(repo)
+        return self._call(f"read {repo}", lambda: repository.default_branch)
+
+    def branch_head(self, repo, branch):
+        """The branch's head (a BranchHead), or None when the repository has no such branch."""
+        from github import GithubException
+
+        repository = self._repo(repo)
+
+        def fetch():
+            ref = repository.get_git_ref(f"heads/{branch}")
+            try:
+                sha = ref.object.sha
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            commit = repository.get_git_commit(sha)
+            return BranchHead(branch=branch, sha=sha, tree_sha=commit.tree.sha, ref=ref, commit=commit)
+
+        return self._call(f"read the data branch {branch} of {repo}", fetch)
+
+    def branch_files(self, repo, head):
+        """{path: blob sha} of every file at a branch's head (a BranchHead)."""
+        repository = self._repo(repo)
+
+        def fetch():
+            tree = repository.get_git_tree(head.tree_sha, recursive=True)
+            return {entry.path: entry.sha for entry in tree.tree if entry.type == "blob"}
+
+        return self._call(f"list the files of the data branch {head.branch} of {repo}", fetch)
+
+    def blob(self, repo, sha, what):
+        """A blob's bytes."""
+        repository = self._repo(repo)
+
+        def fetch():
+            blob = repository.get_git_blob(sha)
+            if blob.encoding == "base64":
+                return base64.b64decode(blob.content)
+            return blob.content.encode("utf-8")
+
+        return self._call(what, fetch)
+
+    def commit_files(self, repo, head, branch, files, message):
+        """A commit changing the files ({path: bytes}) on top of head (a BranchHead; None: the first commit
+        of a new branch); its sha. The branch stays where it is (move_branch moves it). Each step may be
+        tried again: a blob or tree of the same content is the same object, and a commit that no ref
+        points to is left for GitHub's garbage collection."""
+        import github
+
+        repository = self._repo(repo)
+        what = f"write the data branch {branch} of {repo}"
+
+        def blobs():
+            return {path: repository.create_git_blob(base64.b64encode(data).decode("ascii"), "base64").sha
+                    for path, data in sorted(files.items())}
+
+        shas = self._call(f"{what} (its files' blobs)", blobs)
+        elements = [github.InputGitTreeElement(path, "100644", "blob", sha=sha) for path, sha in shas.items()]
+        if head is None:
+            tree = self._call(f"{what} (its tree)", lambda: repository.create_git_tree(elements))
+            parents = []
+        else:
+            tree = self._call(f"{what} (its tree)",
+                              lambda: repository.create_git_tree(elements, base_tree=head.commit.tree))
+            parents = [head.commit]
+        commit = self._call(f"{what} (its commit)",
+                            lambda: repository.create_git_commit(message, tree, parents))
+        return commit.sha
+
+    def move_branch(self, repo, head, branch, sha):
+        """Point the branch at commit sha: a fast-forward of head, or a new branch when head is None.
+        RefMoved when another writer moved (or created) the branch first."""
+        from github import GithubException
+
+        repository = self._repo(repo)
+
+        def move():
+            try:
+                if head is None:
+                    repository.create_git_ref(f"refs/heads/{branch}", sha)
+                else:
+                    head.ref.edit(sha, force=False)
+            except GithubException as exc:
+                if exc.status == 422 and _message(exc).lower().startswith(MOVED_MESSAGES):
+                    raise RefMoved(_message(exc)) from None
+                raise
+
+        self._call(f"move the data branch {branch} of {repo} to commit {sha[:12]}", move)
+
+    # -- issues ----------------------------------------------------------------------------------------
+
+    def issues_by(self, repo, creator):
+        """The issues (not pull requests) of a repository that `creator` opened, open and closed, newest
+        first."""
+        repository = self._repo(repo)
+
+        def fetch():
+            return [_issue(raw) for raw in repository.get_issues(state="all", creator=creator)
+                    if raw.pull_request is None]
+
+        return self._call(f"list the issues of {repo} opened by {creator}", fetch)
+
+    def create_issue(self, repo, title, body, labels, already_created: Callable[[], IssueInfo | None]):
+        """POST an issue. After a failed try, already_created() decides if it went through."""
+        repository = self._repo(repo)
+        found = self._call(f"create an issue in {repo}",
+                           lambda: repository.create_issue(title, body=body, labels=list(labels)),
+                           already_created)
+        return found if isinstance(found, IssueInfo) else _issue(found)
+
+    def edit_issue(self, repo, issue, **fields):
+        """PATCH an issue's title, body or state (and state_reason)."""
+        self._call(f"edit issue {repo}#{issue.number}", lambda: issue.raw.edit(**fields))
+        for key in ("title", "body", "state"):
+            if key in fields:
+                setattr(issue, key, fields[key])
+        return issue
+
+    def issue_comments(self, repo, issue) -> list[Comment]:
+        return [_comment(c) for c in self._call(f"list comments of issue {repo}#{issue.number}",
+                                                lambda: list(issue.raw.get_comments()))]
+
+    def comment_on_issue(self, repo, issue, body, author=None):
+        """Comment on an issue; after a failed try, a comment by `author` with this body counts as made."""
+        def look_again():
+            return next((c for c in self.issue_comments(repo, issue)
+                         if c.body == body and (author is None or c.login.lower() == author.lower())), None)
+
+        found = self._call(f"comment on issue {repo}#{issue.number}", lambda: issue.raw.create_comment(body),
+                           look_again)
+        return found if isinstance(found, Comment) else _comment(found)
+
     # -- pull requests and runs ------------------------------------------------------------------------
 
     def pull(self, target):
@@ -663,6 +836,12 @@ def _check_run(raw):
                         conclusion=raw.conclusion, details_url=raw.details_url,
                         title=output.title if output else None, summary=output.summary if output else None,
                         html_url=raw.html_url, raw=raw)
+
+
+def _issue(raw):
+    user = raw.user
+    return IssueInfo(number=raw.number, title=raw.title or "", body=raw.body or "", state=raw.state or "",
+                     login=user.login if user else "", html_url=raw.html_url, raw=raw)
 
 
 def _comment(raw):
