@@ -8,6 +8,8 @@ The statuses keep one meaning across every command and the action's entrypoint:
                                 6  internal error (a bug): one line, the traceback in a file
                                 7  a case was measured on a disturbed machine (other processes on
                                    the CPU, a throttled or busy GPU): its figures are not comparable
+                                8  bisect: the bad build is not shown slower than the good one
+                                9  bisect: the time budget ran out; the same command goes on
 
 `speedstats run` gives 3 before 7, and 7 before 1: figures from a disturbed machine judge nothing.
 Every command stopped by SIGTERM or SIGINT exits EXIT_INTERRUPTED (130, as a shell reports Ctrl-C) with
@@ -28,6 +30,8 @@ EXIT_DEVICE_BUSY = 4
 EXIT_GITHUB_UNREACHABLE = 5
 EXIT_INTERNAL_ERROR = 6
 EXIT_DISTURBED = 7
+EXIT_NOT_SLOWER = 8
+EXIT_BUDGET_SPENT = 9
 EXIT_INTERRUPTED = 130
 
 

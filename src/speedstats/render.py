@@ -39,6 +39,7 @@ ROLE_LABELS = ROLE_WORDS  # the role of each build in the builds line: head, bas
 BASELINE_TABLE_TEMPLATE = "baseline_table.md.j2"
 DOCS_PREVIEW_TEMPLATE = "docs_preview.md.j2"
 AUTOMERGE_REMOVED_TEMPLATE = "automerge_removed.md.j2"
+BISECT_REPORT_TEMPLATE = "bisect_report.md.j2"
 GPU_NAME_LIMIT = 200
 CASE_ID_LIMIT = 100
 MACHINE_NOTE_TEXT_LIMIT = 300
@@ -640,3 +641,22 @@ def render_docs_preview(base_url, owner, repo, number, templates_dir=None):
 
 def render_automerge_removed(job, label="automerge", templates_dir=None):
     return render_template(AUTOMERGE_REMOVED_TEMPLATE, {"job": job, "label": label}, templates_dir)
+
+
+def bisect_report_context(report):
+    """What the bisect report's template sees of an analysis.bisect Report."""
+    from speedstats.analysis import bisect as search
+
+    rows = [{"step": step, "head": head, "base": base, "case": _table_cell(case_id), "change": change,
+             "verdict": _table_cell(verdict), "regression": report.steps[step - 1].cases[case_id].verdict
+             == verdicts.REGRESSION}
+            for step, head, base, case_id, change, verdict in search.report_rows(report)]
+    builds = [{"number": search.number(i), "role": search.role(i, report.count), "text": report.builds[i]}
+              for i in report.named_builds]
+    return {"count": report.count, "lines": search.conclusion_lines(report), "rows": rows, "builds": builds,
+            "fail_mark": trusted(verdicts.FAIL_MARK)}
+
+
+def render_bisect_report(report, templates_dir=None):
+    """The Markdown report of `speedstats bisect` (no newline at the end)."""
+    return render_template(BISECT_REPORT_TEMPLATE, bisect_report_context(report), templates_dir)

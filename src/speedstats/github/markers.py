@@ -7,6 +7,7 @@ comment that GitHub does not render:
     <!-- speedstats:docs-preview -->
     <!-- speedstats:automerge-removed job=<job, %-quoted> head=<sha> run=<run id> -->
     <!-- speedstats:speed-alert head=<sha> run=<run id> state=open|resolved -->
+    <!-- speedstats:speed-bisect run=<run id> -->
 
 A matrix report (github/report.py) is a speed-stats comment whose marker also carries
 `attempt=<run attempt>` and `verdict=pass|fail|incomplete`; its turning-red notice is a speed-alert.
@@ -27,7 +28,8 @@ SPEED_STATS = "speed-stats"
 DOCS_PREVIEW = "docs-preview"
 AUTOMERGE_REMOVED = "automerge-removed"
 SPEED_ALERT = "speed-alert"
-KINDS = (SPEED_STATS, DOCS_PREVIEW, AUTOMERGE_REMOVED, SPEED_ALERT)
+BISECT = "speed-bisect"  # the report of `speedstats bisect --pr`
+KINDS = (SPEED_STATS, DOCS_PREVIEW, AUTOMERGE_REMOVED, SPEED_ALERT, BISECT)
 
 MAX_COMMENT_CHARS = 65536  # GitHub rejects longer bodies ("body is too long (maximum is 65536 characters)")
 
