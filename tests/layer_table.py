@@ -25,8 +25,8 @@ LAYERS = (
     ("github", ("speedstats.github.*",), ("helpers", "statistics", "results", "verdict", "render", "files")),
     ("commands", ("speedstats.cli", "speedstats.__main__", "speedstats.pipeline", "speedstats.run_cli",
                   "speedstats.render_cli", "speedstats.compare_cli", "speedstats.suite_cli",
-                  "speedstats.doctor_cli", "speedstats.bisect_cli", "speedstats.child_run",
-                  "speedstats.github.cli"),
+                  "speedstats.doctor_cli", "speedstats.bisect_cli", "speedstats.reproduce_cli",
+                  "speedstats.child_run", "speedstats.github.cli"),
      ("helpers", "statistics", "results", "verdict", "bench", "render", "files", "github")),
 )
 

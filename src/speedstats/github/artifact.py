@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from speedstats import actions_io
-from speedstats.bundle import MAX_ARCHIVE_BYTES, read_bundle_zip
+from speedstats.bundle import MAX_ARCHIVE_BYTES, read_artifact_zip, read_bundle_zip
 from speedstats.errors import UserError
 from speedstats.github import context
 from speedstats.github.markers import DOCS_PREVIEW, SPEED_STATS
@@ -68,6 +68,29 @@ def fetch_bundle(client, repo, run_id, artifact_name):
                                     limit_text=f"the {MAX_ARCHIVE_BYTES} a bundle may have")
     data = client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES)
     return run, read_bundle_zip(data, where)
+
+
+def fetch_results(client, repo, run_id, artifact_name):
+    """The results.json of a run's artifact (the examples' `speedstats-results`, or a results bundle): at
+    the archive's root or in its one top-level folder, read as every results file is."""
+    from speedstats.results import loads
+
+    artifact, where = find_artifact(client, repo, run_id, artifact_name, MAX_ARCHIVE_BYTES,
+                                    option="--artifact-name", run_text=f"run {run_id} of {repo}",
+                                    limit_text=f"the {MAX_ARCHIVE_BYTES} a results artifact may have")
+    data = client.download(artifact.download_url, f"download {where}", MAX_ARCHIVE_BYTES)
+
+    def from_files(read, where):
+        raw = read("results.json")
+        if raw is None:
+            raise UserError(f"{where}: no results.json in it")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{where}: results.json: not UTF-8 text: {exc.reason}") from None
+        return loads(text, where=f"{where}: results.json")
+
+    return read_artifact_zip(data, where, "results.json", from_files)
 
 
 def verify(client, repo, run, bundle, where):
