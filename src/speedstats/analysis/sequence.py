@@ -326,8 +326,10 @@ class Steps:
         work: the profile names where)."""
         if self.attribute == "never" or self._failed:
             return False
-        if self.attribute == "always":
-            return True
+        return self.attribute == "always" or self._leans_slower()
+
+    def _leans_slower(self):
+        """A regression, a head likely slower, or one whose main thread works more (hidden work)."""
         verdict = self.sequence.verdict()
         return (verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
                 or verdict.hidden_work is not None)
@@ -352,8 +354,11 @@ class Steps:
             budget_s = max(0.0, cap_s - case_s)
             limit = f"the case's cap ({cap_s:.1f}s in all) left {budget_s:.1f}s, which"
         self.profiling = {"case_s": case_s, "profiled_s": 0.0, "reason": None}
+        # A head that leans slower is always said where: the fewest profiled rounds that compare anything,
+        # whatever the cap and the budget leave.
+        least = MIN_PROFILED_ROUNDS if self._leans_slower() else 0
         self._profile = {"budget_s": budget_s, "limit": limit, "began": self.clock(), "rounds": 0,
-                         "done": False, "pair_s": self._last_pair_s}
+                         "done": False, "pair_s": self._last_pair_s, "least": least}
         return self._next_profiled(notes=(note,))
 
     def _next_profiled(self, notes=()):
@@ -362,9 +367,15 @@ class Steps:
             return Stop(self.sequence.stopped, notes)
         k = plan["rounds"]
         spent = self.clock() - plan["began"]
-        if k >= self.attribute_rounds or spent + (spent / k if k else plan["pair_s"]) > plan["budget_s"]:
+        over = spent + (spent / k if k else plan["pair_s"]) > plan["budget_s"]
+        if over and plan.get("allowed") is None:
+            plan["allowed"] = k
+        if k >= self.attribute_rounds or (over and k >= plan["least"]):
             if k < self.attribute_rounds:
-                self.profiling["reason"] = f"{plan['limit']} allowed {k} profiled rounds"
+                reason = f"{plan['limit']} allowed {plan['allowed']} profiled rounds"
+                if plan["allowed"] < k:
+                    reason += f"; a head that leans slower gets the fewest that compare anything, {k}"
+                self.profiling["reason"] = reason
             self.profiling["profiled_s"] = self.clock() - plan["began"]
             plan["done"] = True
             note = f"head vs base: {k} profiled rounds of each in {self.profiling['profiled_s']:.1f}s"
