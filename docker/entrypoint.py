@@ -27,7 +27,7 @@ from speedstats.actions_io import append_summary, read_outputs, verdict_summary
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
-            "report", "post-from-artifact", "doctor")
+            "report", "post-from-artifact", "doctor", "bisect")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -70,6 +70,8 @@ DEFAULTS = {
     "shards-dir": "speedstats-shards",
     "notify-on-flip": "author",
     "check-run": "true",
+    "between": "",
+    "budget": "",
 }
 
 # The build cache when `cache-dir` is empty. A container action sees only the workspace and a few
@@ -138,6 +140,24 @@ def doctor_argv(inputs):
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
             + _optional("--only", inputs["only"]) + _optional("--cache-dir", cache_dir(inputs))
             + _deadline(inputs))
+
+
+def bisect_argv(inputs):
+    """`bisect` from baseline-oneflow (the good build) through `between` to oneflow (the bad one), its
+    report posted on `pr` when given."""
+    for name, what in (("baseline-oneflow", "the good build"), ("oneflow", "the bad build"),
+                       ("between", "the builds between them")):
+        if not inputs[name]:
+            raise InputError(f"input '{name}': needed by command 'bisect' ({what})")
+    return (["bisect", "--good", inputs["baseline-oneflow"], "--bad", inputs["oneflow"], "--between",
+             inputs["between"], "--device", inputs["device"], "--out", inputs["out"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--flowvision", inputs["flowvision"])
+            + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
+            + _optional("--lock-timeout", inputs["lock-timeout"])
+            + _optional("--cache-dir", cache_dir(inputs)) + _optional("--budget-s", inputs["budget"])
+            + (["--pr", inputs["pr"], "--mode", inputs["comment-mode"]] if inputs["pr"] else [])
+            + _optional("--author", inputs["author"]) + _deadline(inputs))
 
 
 def cache_dir(inputs):
@@ -240,6 +260,8 @@ def plan(inputs):
         return [post_from_artifact_argv(inputs)]
     if command == "doctor":
         return [doctor_argv(inputs)]
+    if command == "bisect":
+        return [bisect_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status",

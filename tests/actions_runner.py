@@ -289,12 +289,14 @@ def run_job(workflow, job_id, workspace, gh_url, event, input_overrides=None, ev
     event_path.write_text(json.dumps(event))
     contexts = {
         "github": {"token": TOKEN, "job": job_id, "repository": REPO, "event_name": event_name,
-                   "event": event, "workspace": str(workspace), "run_id": "4242", "sha": HEAD},
+                   "event": event, "workspace": str(workspace), "run_id": "4242", "run_attempt": "1",
+                   "sha": HEAD},
         "secrets": {"GITHUB_TOKEN": TOKEN},
         "job": {"status": "success"},
         "steps": {},
         "env": {},
         "runner": {"temp": str(home / "_temp"), "os": "Linux"},
+        "inputs": dict(event.get("inputs") or {}),  # a workflow_dispatch's, as its payload has them
     }
     run = JobRun()
     if "if" in job and not condition(job["if"], contexts):

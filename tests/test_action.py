@@ -120,6 +120,22 @@ def test_doctor_checks_what_run_would_need_with_the_same_inputs(tmp_path):
                                                                                 60.0)
 
 
+def test_bisect_inputs_reach_speedstats_bisect(tmp_path):
+    printed = planned(tmp_path, command="bisect", oneflow="oneflow==0.9.1.dev20240108+cu118", pr="12",
+                      suite=".github/speedstats.yml",
+                      **{"baseline-oneflow": "oneflow==0.9.1.dev20240101+cu118",
+                         "between": "oneflow=={version}", "pip-args": "--extra-index-url https://x/cu118",
+                         "budget": "5400", "out": ".git/bisect"})
+    assert printed == ("speedstats bisect --good oneflow==0.9.1.dev20240101+cu118 --bad "
+                       "oneflow==0.9.1.dev20240108+cu118 --between 'oneflow=={version}' --device cuda --out "
+                       ".git/bisect --suite .github/speedstats.yml "
+                       "'--pip-args=--extra-index-url https://x/cu118' --budget-s 5400 --pr 12 "
+                       "--mode update\n")
+    # Without `pr` the report goes to the log and the job summary only.
+    assert "--pr" not in planned(tmp_path, command="bisect", oneflow="b", **{"baseline-oneflow": "g",
+                                                                            "between": "x"})
+
+
 def test_build_inputs_reach_speedstats_run(tmp_path):
     printed = planned(tmp_path, command="run", oneflow="wheelhouse/oneflow-*.whl",
                       pytorch="torch==2.3.1 torchvision==0.18.1", flowvision="flowvision==0.2.1",
@@ -247,12 +263,16 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
     ({"command": "benchmark"},
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, post-from-artifact, "
-                               "doctor, got 'benchmark'")),
+                               "doctor, bisect, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
     ({"command": "fetch-baseline"}, "input 'baseline-workflow': needed by command 'fetch-baseline'"),
+    ({"command": "bisect", "oneflow": "bad.whl", "between": "b.txt"},
+     "input 'baseline-oneflow': needed by command 'bisect' (the good build)"),
+    ({"command": "bisect", "baseline-oneflow": "good.whl", "oneflow": "bad.whl"},
+     "input 'between': needed by command 'bisect' (the builds between them)"),
 ])
 def test_bad_inputs_are_one_line_errors(tmp_path, inputs, message):
     env = action_env(tmp_path, inputs=inputs)
@@ -274,7 +294,10 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
              + planned(tmp_path, command="fetch-baseline",
                        **{"baseline-workflow": "b.yml", "baseline-branch": "m", "baseline-optional": "true"})
              + planned(tmp_path, command="post-from-artifact", profile="smoke", author="a",
-                       **{"automerge-job": "speed", "docs-base-url": "https://d", "github-deadline": "9"}))
+                       **{"automerge-job": "speed", "docs-base-url": "https://d", "github-deadline": "9"})
+             + planned(tmp_path, command="bisect", oneflow="bad.whl", pr="12", author="a", flowvision="f.whl",
+                       **{"baseline-oneflow": "good.whl", "between": "b.txt", "budget": "3600",
+                          "pip-args": "--pre", "lock-timeout": "5", "github-deadline": "9"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)

@@ -1,6 +1,7 @@
 """The workflows to copy are examples: they live in examples/workflows/, and .github/workflows/ keeps
 only this repository's own CI and release, so nothing here waits for a GPU runner it does not have.
-No example runs a fork's code on a self-hosted runner, save the fork workflow built for that."""
+No example runs a fork's code on a self-hosted runner, save the fork workflow built for that. The
+bisect workflow, started by hand, runs on the loopback GitHub here."""
 
 from pathlib import Path
 
@@ -54,15 +55,17 @@ def test_the_repositorys_own_workflows_are_ci_and_release_only_and_none_is_self_
         assert not [job_id for job_id, job in jobs.items() if self_hosted(job)], name
 
 
-def test_the_examples_are_the_four_set_ups():
+def test_the_examples_are_the_four_set_ups_and_the_bisect():
     assert [p.name for p in EXAMPLES] == [
-        "speedstats-fork-bench.yml", "speedstats-fork-post.yml", "speedstats-gpu-matrix.yml",
-        "speedstats-oneflow-pipeline.yml", "speedstats-pull-request.yml"]
+        "speedstats-bisect.yml", "speedstats-fork-bench.yml", "speedstats-fork-post.yml",
+        "speedstats-gpu-matrix.yml", "speedstats-oneflow-pipeline.yml", "speedstats-pull-request.yml"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_no_self_hosted_job_runs_a_forks_pull_request(path):
     workflow = load_workflow(path)
+    if set(workflow["on"]) == {"workflow_dispatch"}:
+        return  # started by hand, by someone who can write to the repository, on one of its branches
     if "pull_request" not in workflow["on"]:
         assert "pull_request_target" not in workflow["on"]
         assert not any(self_hosted(job) for job in workflow["jobs"].values())
@@ -97,3 +100,74 @@ def test_the_pipelines_build_job_runs_on_pushes_and_the_repositorys_branches_onl
     assert job_results(workflow, push)["build"] == "success"
     assert job_results(workflow, pull_request_contexts("someone/r"))["build"] == "skipped"
     assert job_results(workflow, pull_request_contexts("o/r"))["build"] == "success"
+
+
+# -- the bisect, started by hand -------------------------------------------------------------------------
+
+BISECT = ROOT / "examples" / "workflows" / "speedstats-bisect.yml"
+
+
+def test_the_bisect_is_started_by_hand_and_may_post_on_an_issue_or_a_pull_request_only():
+    workflow = load_workflow(BISECT)
+    assert set(workflow["on"]) == {"workflow_dispatch"}
+    inputs = workflow["on"]["workflow_dispatch"]["inputs"]
+    required = {name for name, spec in inputs.items() if spec.get("required")}
+    assert required == {"good", "bad", "between", "issue"}
+    assert inputs["between"]["default"] == "oneflow=={version}" and inputs["issue"]["type"] == "number"
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "issues": "write", "pull-requests": "write"}
+    assert workflow["concurrency"] == {"group": "speedstats-bisect-${{ inputs.issue }}",
+                                       "cancel-in-progress": False}  # a second run goes on from the first
+
+
+def test_the_bisect_workflow_goes_on_from_its_state_and_posts_on_the_issue(tmp_path, fake_github):
+    """The job's steps as a runner runs them (the action through its entrypoint), on a workspace whose
+    .git keeps a search a run before measured to its end: this run measures nothing and posts the report."""
+    import argparse
+    import json
+
+    from actions_runner import REPO, TOKEN, run_job
+    from helpers import stand_in_oneflow
+    from speedstats import bisect_cli
+    from speedstats.analysis import bisect as search
+
+    gh = fake_github(TOKEN)
+    gh.add_issue(REPO, 12)
+    workspace = tmp_path / "workspace"
+    (workspace / ".github").mkdir(parents=True)
+    (workspace / ".github" / "speedstats.yml").write_text("extends: smoke\n")
+    wheels = [stand_in_oneflow(workspace / "wheelhouse", f"0.0.1+c{i}") for i in range(1, 5)]
+    (workspace / "builds.txt").write_text(f"wheelhouse/{wheels[1].name}\nwheelhouse/{wheels[2].name}\n")
+    inputs = {"good": f"wheelhouse/{wheels[0].name}", "bad": f"wheelhouse/{wheels[3].name}",
+              "between": "builds.txt", "pip-args": "", "issue": 12}
+    args = argparse.Namespace(good=str(workspace / inputs["good"]), bad=str(workspace / inputs["bad"]),
+                              between=str(workspace / "builds.txt"), suite=str(workspace / ".github" /
+                                                                              "speedstats.yml"),
+                              profile=None, device="cuda", pip_args=None, flowvision=None)
+    given, _ = bisect_cli.all_builds(args)
+    given = [inputs["good"], *given[1:-1], inputs["bad"]]  # as the job gives them, from the workspace
+    steps = []
+    for head, base, ratio in ((3, 0, 2.0), (1, 0, 1.0), (2, 1, 2.0)):
+        change = search.CaseChange(verdict="regression" if ratio > 1 else "no change", ratio=ratio,
+                                   low=ratio * 0.98, high=ratio * 1.02)
+        steps.append(search.Step(head=head, base=base, cases={"resnet50-bs2": change}, wall_s=60.0))
+    state = search.State(builds=given, steps=steps,
+                         measure=bisect_cli.measure_identity(args, bisect_cli.suite_mapping(args)))
+    out = workspace / ".git" / "speedstats-bisect-12"
+    out.mkdir(parents=True)
+    (out / "bisect.json").write_text(bisect_cli.state_json(state, None))
+
+    run = run_job(load_workflow(BISECT), "bisect", workspace, gh.url, {"inputs": inputs},
+                  event_name="workflow_dispatch")
+    assert run.status == "success", run.logs
+    assert run.ran == ["Check out", "Bisect and post the report",
+                       "Keep the state, the report and each comparison's results"]
+    (comment,) = gh.comments(REPO, 12)
+    assert comment["body"].startswith("**Speed bisect** of 4 builds, from good (#1) to bad (#4).\n\n#3 is "
+                                      "the first build slower than the one before it (#2): resnet50-bs2 "
+                                      "+100.0%")
+    assert comment["body"].endswith("\n\n<!-- speedstats:speed-bisect run=4242 -->")
+    assert run.summary == comment["body"].split("\n\n<!-- ")[0] + "\n"
+    kept = tmp_path / "artifacts" / "speedstats-bisect-12-4242-1" / ".git" / "speedstats-bisect-12"
+    assert json.loads((kept / "bisect.json").read_text())["culprits"] == [2]
+    assert (kept / "report.md").read_text() == run.summary
