@@ -1,11 +1,13 @@
 """The comment of a run that measured builds: the block, the head-vs-base table, confirmations, builds."""
 
 import json
+import random
 
 import pytest
 
-from helpers import FASTER, PYTORCH, SAME, UNCLEAR, base_rounds, case, fw
+from helpers import FASTER, PYTORCH, SAME, UNCLEAR, base_rounds, case, fw, profiled
 from speedstats import results as results_model
+from speedstats.analysis.attribution import attribute
 from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
 from speedstats.analysis.sequence import DONE, Rounds
 from speedstats.errors import UserError
@@ -80,6 +82,45 @@ verdict is not no change.
     assert verdict.passed and verdict.regressions == [] and verdict.likely_regressions == []
     again = results_model.loads(results.to_json()).cases[0].paired
     assert again.hidden_work == record.paired.hidden_work and again.work == record.paired.work
+
+
+def test_extra_main_thread_work_beyond_the_band_is_said_whatever_the_verdict_and_where_it_went():
+    # The Python-side build: its step leaned slower (+4%, the time budget spent) while its main thread
+    # ran 22% of a step longer in every round; the profile put most of it in one place.
+    ratios = [1.10, 0.99, 1.08, 1.01, 1.09, 1.00, 1.07, 1.02, 1.10, 0.99]
+    base = base_rounds(10)
+    head = [b * r for b, r in zip(base, ratios)]
+    record = CaseResult(id="resnet50-bs2", kind="resnet50", batch_size=2, times=10,
+                        input_shape=[2, 3, 64, 64])
+    record.frameworks = {"oneflow": fw(head), "oneflow_base": fw(base), "pytorch": fw(PYTORCH)}
+    rounds = Rounds(DEFAULT_RULE)
+    for k, ratio in enumerate(ratios):
+        rounds.add(ratio, work=0.22 + 0.01 * (-1) ** k)
+    rounds.stop_now()
+    record.paired = rounds.verdict(head, base)
+    assert (record.paired.leaning, record.paired.hidden_work) == ("likely slower", None)
+    rng = random.Random(4)
+    record.attribution = attribute([profiled(rng, extra_s=0.05) for _ in range(6)],
+                                   [profiled(rng) for _ in range(6)])
+    results = Results(suite="smoke", device="cpu", gpu_name="CPU", cases=[record], builds=BUILDS)
+    notes = render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n", 1)[1]
+    line = ("\u26a0\ufe0f The head's main thread works more on resnet50-bs2 OneFlow: 57.2ms longer on the "
+            "CPU per iteration (22.0% of a step, 95% interval 21.0% to 23.0%), beyond the band whatever the "
+            "step's time showed here; where queued work does not hide it (a GPU's short kernels, another "
+            "size), the step is that much slower. The profile puts most of it in "
+            f"oneflow.nn.optimizer.sgd:step ({record.attribution.significant[0].change_ms:+.1f}ms per step).")
+    assert line in notes.split("\n\n")
+    # Within the band (an unchanged build's ±0.5% of a step): no such line, and none in old results.
+    for work in (0.005, None):
+        rounds = Rounds(DEFAULT_RULE)
+        for ratio in ratios:
+            rounds.add(ratio, work=work)
+        rounds.stop_now()
+        record.paired = rounds.verdict(head, base)
+        assert record.paired.main_thread is None
+        assert "main thread works more" not in render_speed_stats(results, None, judge(results, None))
+    again = results_model.loads(results.to_json()).cases[0].paired
+    assert again.main_thread is None and again == record.paired
 
 
 HEADER = """\

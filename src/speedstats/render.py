@@ -291,6 +291,20 @@ def _hidden_work(case, row):
             "low": extra["low"] * 100, "high": extra["high"] * 100}
 
 
+def _main_thread(case, row):
+    """The head's extra main-thread work beyond the band, when no "Hidden work" line says it already:
+    {time, share, low, high, place (where the profile put most of it), place_change}, or None."""
+    extra = case.paired.main_thread if case.paired is not None else None
+    if not extra or row.base_s is None or _hidden_work(case, row):
+        return None
+    out = {"time": time_text(extra["share"] * row.base_s, case.kind), "share": extra["share"] * 100,
+           "low": extra["low"] * 100, "high": extra["high"] * 100, "place": None, "place_change": None}
+    places = case.attribution.significant if case.attribution is not None else []
+    if places:
+        out["place"], out["place_change"] = _cell(places[0].place), _signed_ms(places[0].change_ms)
+    return out
+
+
 def _cell(text):
     """Text from results safe as markdown, inside a table cell too: one line, nothing active."""
     return markdown_safe(text, verdicts.ERROR_TEXT_LIMIT)
@@ -337,6 +351,7 @@ def _paired_row(case, row, rule, max_cv):
         "control": control, "confirmation": (case.confirmation or {}).get("status"),
         "disagree": bool(case.paired and case.paired.disagree),
         "hidden_work": _hidden_work(case, row),
+        "main_thread": _main_thread(case, row),
         "settle": _settle(case, row, rule, max_cv) if row.leaning == verdicts.LIKELY_SLOWER else None,
         "start_order": _percent(case.paired.start_order) if case.paired else None,
         "pairs": [{"change": _percent(p.get("ratio")), "low": _percent(p.get("low")),
@@ -567,6 +582,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False, suite=None):
     return {
         "rows": rows, "likely": likely, "disagreeing": [row for row in rows if row["disagree"]],
         "hiding": [row for row in rows if row["hidden_work"]],
+        "working": [row for row in rows if row["main_thread"]],
         # Cases whose start order moved their pairs by more than half the band, which the change cancels.
         "ordered": [row for row in rows if not row["disagree"] and row["start_order"] is not None
                     and abs(row["start_order"]) > rule["min_effect"] * 100 / 2],

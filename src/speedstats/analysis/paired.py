@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from speedstats.analysis import stats
-from speedstats.analysis.look import DISAGREE, FIXED, HIDDEN_WORK, SHOWN, TOO_FEW, Look, look
+from speedstats.analysis.look import DISAGREE, FIXED, HIDDEN_WORK, SHOWN, TOO_FEW, Look, hidden_work, look
 from speedstats.analysis.rule import DEFAULT_RULE, MAX_PROCESS_PAIRS, MAX_RATIO, RuleRecord, SequentialRule
 from speedstats.settings import setting
 
@@ -74,6 +74,10 @@ class PairedVerdict:
     # estimate {share, low, high} (see hidden_work): inconclusive, stopped HIDDEN_WORK.
     work: list[float | None] = setting(factory=list, minimum=-MAX_RATIO, maximum=MAX_RATIO)
     hidden_work: dict | None = setting(None, record=HiddenWorkRecord)
+    # The head's extra main-thread work per round, {share, low, high} as above, whenever its whole
+    # interval lies beyond the band, whatever the verdict: a cost that would show where nothing hides
+    # it (a GPU's short kernels). None when within the band, not measured, or in results of old runs.
+    main_thread: dict | None = setting(None, record=HiddenWorkRecord)
     # With more than two pairs: how much slower the build started first measured (a ratio); the
     # estimate weighs both start orders alike. None with one or two pairs.
     start_order: float | None = setting(None, above=0, maximum=MAX_RATIO)
@@ -165,6 +169,9 @@ def judge_paired(head: Sequence[float], base: Sequence[float], rule: SequentialR
     out.ratio, out.low, out.high, out.verdict = last.ratio, last.low, last.high, last.verdict
     out.pairs, out.disagree, out.start_order = last.pairs, last.disagree, last.start_order
     out.short_of_pairs, out.hidden_work = last.short_of_pairs, last.hidden_work
+    extra = hidden_work(out.work, rule) if out.work else None
+    if extra is not None and extra["low"] > rule.min_effect:
+        out.main_thread = extra
     out.confidence = rule.look_confidence
     decided = (SHOWN, DISAGREE, HIDDEN_WORK)
     out.stopped = last.stopped if last.stopped in decided else (stopped or last.stopped or FIXED)

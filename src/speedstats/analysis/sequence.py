@@ -329,10 +329,11 @@ class Steps:
         return self.attribute == "always" or self._leans_slower()
 
     def _leans_slower(self):
-        """A regression, a head likely slower, or one whose main thread works more (hidden work)."""
+        """A regression, a head likely slower, or one whose main thread works more beyond the band
+        (whatever its step's time showed)."""
         verdict = self.sequence.verdict()
         return (verdict.verdict == stats.REGRESSION or verdict.leaning == "likely slower"
-                or verdict.hidden_work is not None)
+                or verdict.hidden_work is not None or verdict.main_thread is not None)
 
     def _stop_rounds(self, note):
         """The rounds stopped: up to attribute_rounds profiled rounds of the head and the base follow,
