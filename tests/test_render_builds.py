@@ -69,8 +69,8 @@ def test_a_head_as_fast_whose_main_thread_works_more_says_where_and_is_not_no_ch
 | resnet50-bs2 OneFlow | 260.0ms | 262.3ms | +0.9% (+0.2% to +1.6%) | inconclusive after 10 rounds: as fast \
 here, but the head's main thread works 22% of a step more |
 """ + method + """\
-What the rounds could resolve, where they showed no change or were inconclusive: resnet50-bs2 OneFlow, \
-changes of 5% or more.
+The smallest slowdown these rounds would have called a regression, where they showed no change or \
+were inconclusive: resnet50-bs2 OneFlow 5%.
 
 \u26a0\ufe0f Hidden work on resnet50-bs2 OneFlow: as fast as the base here, but the head's main thread ran \
 57.2ms longer on the CPU per iteration (22.0% of a step, 95% interval 21.0% to 23.0%). OneFlow's queued \
@@ -155,8 +155,8 @@ EXPECTED_NOTES = HEADER + """\
 | resnet50-bs1 OneFlow | 260.0ms | 260.3ms | +0.1% (-0.7% to +1.0%) | no change after 10 rounds |
 | resnet50-bs1 PyTorch (control) | 181.0ms | 201.1ms | +11.1% (+10.5% to +11.7%) | unsteady |
 """ + METHOD + """\
-What the rounds could resolve, where they showed no change or were inconclusive: resnet50-bs1 OneFlow, \
-changes of 5% or more.
+The smallest slowdown these rounds would have called a regression, where they showed no change or \
+were inconclusive: resnet50-bs1 OneFlow 5%.
 
 \u274c Confirmed in fresh processes: resnet50-bs2 (relative speed 0.20 is below 0.25)
 
@@ -193,8 +193,8 @@ def test_an_improvement_and_a_likely_slowdown_that_the_rounds_could_not_confirm(
 | resnet50-bs1 OneFlow | 260.0ms | 287.3ms | +10.5% (-0.2% to +22.3%) | \u26a0\ufe0f likely slower, \
 not confirmed after 10 rounds |
 """ + METHOD + """\
-What the rounds could resolve, where they showed no change or were inconclusive: resnet50-bs1 OneFlow, \
-changes of 15% or more.
+The smallest slowdown these rounds would have called a regression, where they showed no change or \
+were inconclusive: resnet50-bs1 OneFlow 15%.
 
 \u26a0\ufe0f Not confirmed: resnet50-bs1 OneFlow is likely slower, +10.5% (-0.2% to +22.3%), not confirmed \
 after 10 rounds. The step does not fail on it; this run's machine was not quiet (its rounds scattered or it \
@@ -250,8 +250,8 @@ def test_pairs_of_processes_that_disagree_are_said_in_one_line_with_each_pairs_c
 | resnet50-bs2 OneFlow | 260.0ms | 275.8ms | +6.1% (+0.3% to +12.2%) | \u26a0\ufe0f likely slower, the pairs \
 of processes disagree after 10 rounds |
 """ + METHOD + """\
-What the rounds could resolve, where they showed no change or were inconclusive: resnet50-bs2 OneFlow, \
-changes of 10% or more.
+The smallest slowdown these rounds would have called a regression, where they showed no change or \
+were inconclusive: resnet50-bs2 OneFlow 10%.
 
 \u26a0\ufe0f The pairs of processes disagree on resnet50-bs2 OneFlow: +0.2% (-0.8% to +1.2%) with the head \
 started first, then +12.2% (+11.2% to +13.2%) with the base started first. How much of the change shows \
