@@ -246,6 +246,20 @@ def test_the_places_follow_the_head_against_base_table():
         render_speed_stats(results, None, judge(results, None)).split("\n\n</details>\n\n", 1)[0]
 
 
+def test_a_wait_for_queued_kernels_is_named_as_such_never_as_speedstats_own_code():
+    # A kernel-side slowdown on the CPU: the main thread waits longer in the worker's sync.
+    rng = random.Random(6)
+    head = [profiled(rng) for _ in range(10)]
+    for r in head:
+        r.self_s["speedstats.bench.worker:sync"] = 0.034 + rng.gauss(0, 0.001)
+    base = [profiled(rng) for _ in range(10)]
+    for r in base:
+        r.self_s["speedstats.bench.worker:sync"] = 0.0 + abs(rng.gauss(0, 0.001))
+    notes = notes_of(results_with(attribute(head, base)))
+    row = next(line for line in notes.splitlines() if "queued kernels" in line)
+    assert row.startswith("| waiting for queued kernels at the step's end (speedstats.bench.worker:sync) | ")
+
+
 def test_no_line_when_no_place_is_significant():
     unchanged = attribution_of(0.0)
     assert not unchanged.significant

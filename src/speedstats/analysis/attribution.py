@@ -25,6 +25,10 @@ from speedstats.analysis import stats
 from speedstats.settings import setting
 
 MIN_ROUNDS = 3
+# The worker's own places where the main thread only waits for the framework's queued work (OneFlow runs
+# eager ops asynchronously, on the CPU too): a kernel that got slower shows here, not in speedstats' code.
+QUEUE_WAITS = {"speedstats.bench.worker:sync": "waiting for queued kernels at the step's end",
+               "speedstats.bench.worker:host_sync": "waiting for queued kernels to copy the loss to the host"}
 OP_DEVICES = ("cuda", "cpu")  # where an op profiler measures the ops' own time
 
 
