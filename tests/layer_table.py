@@ -31,12 +31,14 @@ LAYERS = (
 )
 
 
-# The libraries only one layer imports: the renderer and the GitHub commands run without the frameworks
-# (requirements/light.txt), only render fills templates, and only github/ talks to GitHub.
+# The libraries only one layer imports (numpy two: "bench, statistics"): the renderer and the GitHub commands
+# run without the frameworks (requirements/light.txt), only render fills templates, and only github/ talks
+# to GitHub.
 LIBRARY_LAYERS = {
     "torch": "bench", "torchvision": "bench", "oneflow": "bench", "flowvision": "bench", "timm": "bench",
-    "numpy": "bench", "PIL": "bench",
-    "matplotlib": "statistics",
+    "PIL": "bench",
+    "numpy": "bench, statistics",  # the change points hand ruptures their series as arrays
+    "matplotlib": "statistics", "ruptures": "statistics",
     "jinja2": "render",
     "github": "github", "requests": "github",
 }

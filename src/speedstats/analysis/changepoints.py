@@ -1,0 +1,196 @@
+"""Change points in main's history: the runs after which a case's time per iteration moved and stayed.
+
+The series is one case's figure for one framework on one GPU, run after run, oldest first (runs where the
+case failed or was measured on a disturbed machine left out), each run with its interval where its rounds
+give one. Three steps, on the log of the times (a slowdown is a shift there):
+
+1. The noise. The scale the shifts are measured against is the largest of: the scatter between runs,
+   1.4826 x the median absolute deviation of the differences of neighbouring runs, over sqrt(2) (a shift
+   moves one difference only, so it hardly moves this); the runs' own noise, the median half-width of
+   their 95% intervals over 1.96 (no shift is finer than what a run resolves); and 0.1%.
+2. The candidates: ruptures' penalised kernel change point detection (PELT, a linear kernel: the
+   least-squares cost of a change of the mean) on the log times over that scale, with a penalty of
+   PENALTY x log(runs) per change point and at least MIN_RUNS runs between two.
+3. The test (the merge step of Hunter, Apache Otava's E-divisive with a t-test): each change point's two
+   neighbouring segments are compared by Yuen's interval of the difference of their 10% trimmed means
+   (analysis.stats) at SIGNIFICANCE; the weakest change point whose interval includes no change, or whose
+   shift is under min_change, is taken out and its neighbours compared again, until every one left holds.
+
+Each change point found says where (the first run after it), the segments on either side (their runs and
+medians) and the shift: exp of the difference of the trimmed means, with its interval at `confidence`.
+Why this library and these settings, measured on series with known shifts: docs/methodology.md
+("Main's history") and benchmarks/change_points.py. numpy and ruptures are imported inside the functions
+that need them, as the trend plots import matplotlib.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from speedstats.analysis.stats import (
+    DEFAULT_CONFIDENCE,
+    median,
+    t_quantile,
+    trimmed_difference,
+    trimmed_mean,
+)
+from speedstats.errors import UserError
+
+PENALTY = 3.0  # per change point, times log(runs), on the log times over the noise scale
+MIN_RUNS = 3  # runs on each side of a change point, at least
+SIGNIFICANCE = 0.999  # the interval a change point's shift must keep clear of no change
+DEFAULT_MIN_CHANGE = 0.02  # a smaller shift is not reported
+NOISE_FLOOR = 0.001  # the noise scale is never taken below 0.1%
+MAD_TO_SD = 1.4826
+Z95 = 1.959964
+
+
+@dataclass
+class Segment:
+    start: int  # the first run of the segment, a position in the series
+    end: int  # one past its last run
+    median_s: float
+
+    @property
+    def runs(self):
+        return self.end - self.start
+
+
+@dataclass
+class ChangePoint:
+    """A shift of the series: `index` is the position of the first run after it."""
+
+    index: int
+    before: Segment
+    after: Segment
+    ratio: float  # after / before: above 1 is slower
+    low: float  # the interval of the ratio at `confidence`
+    high: float
+    confidence: float
+
+    @property
+    def change(self):
+        return self.ratio - 1
+
+    @property
+    def slower(self):
+        return self.ratio > 1
+
+
+_t_quantile = functools.lru_cache(maxsize=256)(t_quantile)  # a run's df is its rounds': few values
+
+
+def run_interval(rounds_s, confidence=DEFAULT_CONFIDENCE):
+    """(low, high) in seconds of a run's time per iteration from its rounds (the trimmed mean of their
+    log times, Yuen's interval), or None with fewer than 3 rounds."""
+    if len(rounds_s) < 3 or any(not (r > 0) for r in rounds_s):
+        return None
+    estimate = trimmed_mean([math.log(r) for r in rounds_s])
+    half = _t_quantile(1 - (1 - confidence) / 2, estimate.df) * estimate.se
+    return math.exp(estimate.mean - half), math.exp(estimate.mean + half)
+
+
+def noise_scale(logs, intervals=None):
+    """The scale of the noise of a series of log times (see the module's docstring, step 1)."""
+    differences = [b - a for a, b in zip(logs, logs[1:])]
+    between = 0.0
+    if len(differences) >= 2:
+        centre = median(differences)
+        between = MAD_TO_SD * median([abs(d - centre) for d in differences]) / math.sqrt(2)
+    halves = [(math.log(high) - math.log(low)) / 2 for low, high in (intervals or []) if low and high]
+    within = median(halves) / Z95 if halves else 0.0
+    return max(between, within, NOISE_FLOOR)
+
+
+def _candidates(logs, scale, penalty):
+    import numpy
+    import ruptures
+
+    signal = numpy.asarray([(x - logs[0]) / scale for x in logs], dtype=float).reshape(-1, 1)
+    detector = ruptures.KernelCPD(kernel="linear", min_size=MIN_RUNS, jump=1).fit(signal)
+    return [int(b) for b in detector.predict(pen=penalty * math.log(len(logs)))[:-1]]
+
+
+def _shift(logs, start, index, end, confidence):
+    """(ratio, low, high) of the segment [index, end) against [start, index)."""
+    difference = trimmed_difference(logs[start:index], logs[index:end])
+    low, high = difference.interval(confidence)
+    return math.exp(difference.mean), math.exp(low), math.exp(high)
+
+
+def _holds(logs, start, index, end, min_change):
+    """How clearly the change point at index holds between its neighbours: above 0 when the shift's
+    interval at SIGNIFICANCE keeps clear of no change and the shift is at least min_change."""
+    ratio, low, high = _shift(logs, start, index, end, SIGNIFICANCE)
+    if abs(ratio - 1) < min_change:
+        return -1.0
+    return math.log(low) if ratio > 1 else -math.log(high)
+
+
+def find_change_points(values: Sequence[float], intervals=None, *, min_change=DEFAULT_MIN_CHANGE,
+                       penalty=PENALTY, confidence=DEFAULT_CONFIDENCE) -> list[ChangePoint]:
+    """The change points of a series of times in seconds (oldest first), with each run's (low, high) in
+    `intervals` where it has one (None where not). Needs 2 x MIN_RUNS runs; fewer give none."""
+    if any(not (v > 0) or math.isinf(v) for v in values):
+        raise UserError("change points: every time must be a positive number")
+    if len(values) < 2 * MIN_RUNS:
+        return []
+    logs = [math.log(v) for v in values]
+    known = [i for i in (intervals or []) if i is not None]
+    points = _candidates(logs, noise_scale(logs, known), penalty)
+    while points:
+        edges = [0, *points, len(logs)]
+        strength = [_holds(logs, edges[i - 1], edges[i], edges[i + 1], min_change)
+                    for i in range(1, len(edges) - 1)]
+        weakest = min(range(len(points)), key=lambda i: strength[i])
+        if strength[weakest] > 0:
+            break
+        del points[weakest]
+    edges = [0, *points, len(logs)]
+    found = []
+    for i in range(1, len(edges) - 1):
+        start, index, end = edges[i - 1], edges[i], edges[i + 1]
+        ratio, low, high = _shift(logs, start, index, end, confidence)
+        found.append(ChangePoint(
+            index=index, ratio=ratio, low=low, high=high, confidence=confidence,
+            before=Segment(start, index, median(values[start:index])),
+            after=Segment(index, end, median(values[index:end]))))
+    return found
+
+
+@dataclass
+class Series:
+    """One case's figures for one framework over a history's runs: for each point, the position of its
+    run among the entries, its time per iteration and its interval (None without one)."""
+
+    case_id: str
+    role: str
+    kind: str | None
+    positions: list[int]
+    values: list[float]
+    intervals: list
+
+    def change_points(self, **options):
+        return find_change_points(self.values, self.intervals, **options)
+
+
+def case_series(entries, case_id, role):
+    """The Series of a case and framework over history entries (anything with `.results`, as
+    history.HistoryEntry): a run counts when the case ran there without an error and without a
+    disturbance, and the framework has a figure."""
+    positions, values, intervals, kind = [], [], [], None
+    for position, entry in enumerate(entries):
+        case = next((c for c in entry.results.cases if c.id == case_id), None)
+        if case is None or case.error or case.disturbance:
+            continue
+        fw = case.frameworks.get(role)
+        if fw is None or not fw.ok:
+            continue
+        kind = kind or case.kind
+        positions.append(position)
+        values.append(fw.per_iter_s)
+        intervals.append(run_interval(fw.rounds_s))
+    return Series(case_id, role, kind, positions, values, intervals)
