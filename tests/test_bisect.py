@@ -167,6 +167,10 @@ def test_the_report_says_each_ending_in_words():
     assert conclusion_of([1, 1, 1, 1.01])[0] == (
         "Bad (#4) is not shown slower than good (#1): resnet50-bs2 no change +1.0% (-1.0% to +3.0%). "
         "Nothing to bisect.")
+    assert conclusion_of([1, 1, 1, 1.035])[0] == (
+        "Bad (#4) is not shown slower than good (#1): resnet50-bs2 inconclusive +3.5% (+1.4% to +5.6%). "
+        "Nothing to bisect; more rounds (the suite's head_vs_base: max_rounds) or a quieter machine may "
+        "tell.")
     # #2 and #4 found, and bad still slower than #4 by less than either, in steps too small to tell.
     assert conclusion_of([1, 2, 2, 2.5, 2.6, 2.7])[1] == (
         "The rest of the change, from #4 to #6, is spread over several builds between them, or a comparison "
@@ -360,6 +364,24 @@ def test_a_search_out_of_time_exits_9_before_measuring_and_says_what_is_next(pro
                                  "be #4 against #1.")
     assert "$ speedstats run" not in result.err
     assert json.loads((tmp_path / "out" / "bisect.json").read_text())["outcome"] is None
+
+
+def test_a_comparison_whose_run_fails_stops_the_search_and_is_measured_again_next_time(project):
+    tmp_path, wheels = project
+    state_for(tmp_path, wheels, [step(7, 0, 3.0)])
+    wheels[3].write_bytes(b"not a zip")  # build #4, the first halfway, does not install
+    # A process of its own, whose stderr holds its comparison's run's too.
+    result = run_speedstats(flags(tmp_path, wheels, "--cache-dir", tmp_path / "cache"), {}, subprocess_=True)
+    assert result.rc == 2
+    errors = [line for line in result.err.splitlines() if line.startswith("speedstats: error:")]
+    name = wheels[3].name
+    assert errors == [
+        f"speedstats: error: oneflow (wheel {name}): {name} is not a valid wheel: File is not a zip file",
+        ("speedstats: error: comparison 2 (#4 against #1): its run exited 2 (its lines above say why); "
+         "nothing is recorded for it, the same command measures it again")]
+    assert result.out.startswith("Not finished: comparison 2 (#4 against #1) ended without a verdict (its "
+                                 "run exited 2: bad input); the same command measures it again.\n")
+    assert len(json.loads((tmp_path / "out" / "bisect.json").read_text())["steps"]) == 1
 
 
 def test_a_state_file_of_another_search_is_refused(project):

@@ -30,6 +30,9 @@ from speedstats.analysis import stats
 from speedstats.errors import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET_SPENT,
+    EXIT_CASE_FAILED,
+    EXIT_DEVICE_BUSY,
+    EXIT_DISTURBED,
     EXIT_NOT_SLOWER,
     EXIT_OK,
     EXIT_VERDICT_FAILED,
@@ -49,6 +52,9 @@ LIST_LIMIT = 1 << 20  # bytes of a --between file
 VERSION = "{version}"
 INDEX_TIMEOUT_S = 300
 MIN_KEEP_BUILDS = 8  # the cache keeps at least every build of a search, and this many
+EXIT_MEANINGS = {EXIT_BAD_INPUT: "bad input", EXIT_CASE_FAILED: "a case without figures",
+                 EXIT_DEVICE_BUSY: "the device stayed busy",
+                 EXIT_DISTURBED: "measured on a disturbed machine"}
 
 
 def register(subparsers):
@@ -317,9 +323,9 @@ def tracked_suite(out, suite_data, case_ids):
 class StepFailed(SpeedstatsError):
     """A comparison's run ended without a verdict to go by; the search stops with its status."""
 
-    def __init__(self, message, status):
+    def __init__(self, message, status, reason):
         super().__init__(message)
-        self.exit_code = status
+        self.exit_code, self.reason = status, reason
 
 
 class Comparer:
@@ -370,7 +376,10 @@ class Comparer:
         against = f"comparison {number} ({search.number(head)} against {search.number(base)})"
         if status not in (EXIT_OK, EXIT_VERDICT_FAILED):
             raise StepFailed(f"{against}: its run exited {status} (its lines above say why); nothing is "
-                             "recorded for it, the same command measures it again", status)
+                             "recorded for it, the same command measures it again", status,
+                             f"{against} ended without a verdict (its run exited {status}: "
+                             f"{EXIT_MEANINGS.get(status, 'see its log')}); the same command measures it "
+                             "again")
         results_path = folder / "results.json"
         results = read_results(results_path)
         cases = {}
@@ -379,7 +388,8 @@ class Comparer:
             cases[case.id] = search.CaseChange(verdict=row.verdict, ratio=row.ratio, low=row.low,
                                                high=row.high, text=row.text)
         if not cases:
-            raise StepFailed(f"{against}: its run measured no case", EXIT_BAD_INPUT)
+            raise StepFailed(f"{against}: its run measured no case", EXIT_BAD_INPUT,
+                             f"{against} measured no case")
         self.measured += 1
         step = search.Step(head=head, base=base, cases=cases, wall_s=wall_s,
                            results=str(results_path.relative_to(self.out)),
@@ -438,7 +448,7 @@ def bisect_command(args):
         past = [s.wall_s for s in steps[1:]] or [s.wall_s for s in steps]
         return search.within_budget(time.monotonic() - started, args.budget_s, past)
 
-    conclusion, stopped, status = None, None, EXIT_OK
+    conclusion, stopped, failed, status = None, None, None, EXIT_OK
     try:
         conclusion, steps = search.bisect(len(builds), comparer, state.steps, may_start, save)
         state.steps = steps
@@ -447,10 +457,10 @@ def bisect_command(args):
         stopped, status = exc.comparison, EXIT_BUDGET_SPENT
     except StepFailed as exc:
         _progress(f"speedstats: error: {one_line(exc, 400)}")
-        status = exc.exit_code
+        failed, status = exc.reason, exc.exit_code
     write_atomic(state_path, state_json(state, conclusion), "bisect state file")
     report = search.Report(builds=given, steps=state.steps, conclusion=conclusion, stopped=stopped,
-                           budget_s=args.budget_s, this_run_steps=comparer.measured)
+                           budget_s=args.budget_s, failed=failed)
     from speedstats.render import render_bisect_report
 
     body = render_bisect_report(report)

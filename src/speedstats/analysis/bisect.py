@@ -250,7 +250,7 @@ class Report:
     conclusion: Conclusion | None = None
     stopped: Comparison | None = None
     budget_s: float | None = None
-    this_run_steps: int = 0  # how many of the steps this invocation measured
+    failed: str | None = None  # why a comparison ended without a verdict, when one did
 
     @property
     def count(self):
@@ -309,8 +309,11 @@ def conclusion_lines(report):
     """The report's first sentences, plain text: what the search found, or why it stopped."""
     count, conclusion, lines = report.count, report.conclusion, []
     if conclusion is not None and conclusion.outcome == NOT_SLOWER:
+        unsure = any(c.verdict == stats.INCONCLUSIVE for c in report.whole.cases.values())
         lines.append(f"Bad ({number(count - 1)}) is not shown slower than good (#1): "
-                     f"{verdict_words(report.whole)}. Nothing to bisect.")
+                     f"{verdict_words(report.whole)}. Nothing to bisect"
+                     + ("; more rounds (the suite's head_vs_base: max_rounds) or a quieter machine may tell."
+                        if unsure else "."))
     elif conclusion is not None:
         culprits = conclusion.culprits
         if len(culprits) == 1:
@@ -329,6 +332,8 @@ def conclusion_lines(report):
                          "between them, or a comparison could not tell; each step's change is below.")
         if report.whole is not None:
             lines.append(f"Bad against good: {step_changes(report.whole)}.")
+    elif report.failed is not None:
+        lines.append(f"Not finished: {report.failed}.")
     elif report.stopped is not None:
         budget = f" ({duration_text(report.budget_s)})" if report.budget_s is not None else ""
         lines.append(f"Not finished: the time budget{budget} ran out after "
