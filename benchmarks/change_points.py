@@ -221,8 +221,8 @@ def main(argv=None):
         for noise in args.noise.split(","):
             for shift in SHIFTS:
                 mid, p90, missed = delay(speedstats_method, noise, shift, args)
-                print(f"| {noise} | +{shift:.0%} | {mid if mid is not None else '-'} | "
-                      f"{p90 if p90 is not None else '-'} | {missed:.1%} |", flush=True)
+                print(f"| {noise} | +{shift:.0%} | {'-' if mid is None else f'{mid:g}'} | "
+                      f"{'-' if p90 is None else f'{p90:g}'} | {missed:.1%} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -142,6 +142,17 @@ def test_trend_says_matplotlib_is_missing(venv, tmp_path):
     assert not list(tmp_path.glob("trend/*.png"))
 
 
+def test_changes(venv, tmp_path):
+    """The change points need ruptures, which the light dependencies carry."""
+    from histories import history_runs, history_text
+
+    history = tmp_path / "history.jsonl"
+    history.write_text(history_text(history_runs(40, shift_at=25, shift=0.10)), encoding="utf-8")
+    ours, theirs = installed(venv, "changes", history), in_checkout("changes", history)
+    assert (ours.returncode, ours.stdout, ours.stderr) == (theirs.rc, theirs.out, theirs.err)
+    assert ours.stdout.count("\n") == 2 and ", OneFlow: +" in ours.stdout
+
+
 @pytest.fixture
 def gh(fake_github):
     return fake_github(TOKEN)

@@ -160,3 +160,34 @@ def test_trend_of_real_smoke_suite_runs(tmp_path):
                 for e in entries[1:]
             ]
             assert list(line.get_ydata()) == pytest.approx(expected)
+
+
+def test_a_change_point_is_marked_between_the_runs_on_either_side_with_its_shift(tmp_path):
+    pytest.importorskip("matplotlib")
+    from histories import history_runs, history_text
+    from speedstats.history import read_history_text
+
+    history = read_history_text(history_text(history_runs(20, shift_at=12, shift=0.15)), "h.jsonl")
+    (plot,), _ = draw_trends(history.entries, tmp_path)
+    ((role, x, ratio),) = plot.changes
+    assert (role, x) == ("oneflow", 12) and ratio == pytest.approx(1.15, abs=0.02)
+    axes = plot.figure.axes[0]
+    lines = axes.get_lines()
+    assert [line.get_label() for line in lines[:2]] == ["OneFlow", "PyTorch"] and len(lines) == 3
+    mark = lines[2]
+    assert list(mark.get_xdata()) == [11.5, 11.5] and mark.get_linestyle() == "--"
+    assert mark.get_color() == FRAMEWORK_STYLE["oneflow"]["color"]
+    (label,) = axes.texts
+    assert label.get_text() == f"{(ratio - 1) * 100:+.1f}%"
+
+
+def test_trend_says_when_older_runs_are_summarised(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from histories import history_runs
+
+    path = tmp_path / "history.jsonl"
+    for commit, results in history_runs(24):
+        append_history(path, results, commit=commit, max_runs=20)
+    assert cli.main(["trend", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().err.startswith(
+        f"speedstats: note: {path}: 4 older run(s) are summarised in the file (commits ")

@@ -106,8 +106,12 @@ def noise_scale(logs, intervals=None):
 
 
 def _candidates(logs, scale, penalty):
-    import numpy
-    import ruptures
+    try:
+        import numpy
+        import ruptures
+    except ImportError:
+        raise UserError("ruptures: not installed; change points need it (pip install ruptures==1.1.10, as "
+                        "requirements/light.txt pins it)") from None
 
     signal = numpy.asarray([(x - logs[0]) / scale for x in logs], dtype=float).reshape(-1, 1)
     detector = ruptures.KernelCPD(kernel="linear", min_size=MIN_RUNS, jump=1).fit(signal)
@@ -194,3 +198,56 @@ def case_series(entries, case_id, role):
         values.append(fw.per_iter_s)
         intervals.append(run_interval(fw.rounds_s))
     return Series(case_id, role, kind, positions, values, intervals)
+
+
+def by_machine(entries):
+    """History entries grouped by the device and GPU they ran on ({(device, gpu_name): [entries]}, in the
+    order each first appears): a time is only compared with times of the same GPU."""
+    groups = {}
+    for entry in entries:
+        groups.setdefault((entry.results.device, entry.results.gpu_name), []).append(entry)
+    return groups
+
+
+def case_ids(entries):
+    """The case ids of entries, as first seen."""
+    return list(dict.fromkeys(case.id for entry in entries for case in entry.results.cases))
+
+
+@dataclass
+class Shift:
+    """A change point of a history: its case, framework (role) and machine, the change point (positions in
+    the case's Series) and the history entries of the last run before it and the first run after it."""
+
+    case_id: str
+    role: str
+    kind: str | None
+    device: str
+    gpu_name: str
+    point: ChangePoint
+    last_before: object  # a history entry
+    first_after: object
+    series: Series
+
+    @property
+    def runs_between(self):
+        """The entries from the last run before to the first run after, both included (other cases may
+        have failed in between)."""
+        return self.series.positions[self.point.index] - self.series.positions[self.point.index - 1]
+
+
+def history_shifts(entries, roles, cases=None, **options):
+    """Every Shift of entries of one machine (see by_machine), case by case in order, each case's roles in
+    the order given; options go to find_change_points."""
+    shifts = []
+    for case_id in case_ids(entries):
+        if cases is not None and case_id not in cases:
+            continue
+        for role in roles:
+            series = case_series(entries, case_id, role)
+            for point in series.change_points(**options):
+                newest = entries[-1].results
+                shifts.append(Shift(case_id, role, series.kind, newest.device, newest.gpu_name, point,
+                                    entries[series.positions[point.index - 1]],
+                                    entries[series.positions[point.index]], series))
+    return shifts

@@ -5,7 +5,9 @@ one line per framework, with the middle half of the rounds (quartiles) shaded wh
 the quartiles, not the extremes, so that one disturbed round does not flatten the plot. Only runs on the
 same device and GPU as the newest run are drawn: times from another GPU would read as a jump.
 matplotlib is imported here, inside the functions, and only its Agg canvas is used (no pyplot, no
-display); it is part of the benchmark environment, not the light one.
+display); it is part of the benchmark environment, not the light one. A change point of a framework's
+series (analysis.changepoints) is a dashed line in its colour between the last run before it and the first
+after, with the shift written beside it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import io
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from speedstats.analysis.changepoints import case_series
 from speedstats.analysis.stats import spread
 from speedstats.casekinds import case_kind
 from speedstats.contenders import HEAD, LABELS, PYTORCH, SPEED_STATS_ROLES
@@ -37,6 +40,8 @@ class TrendPlot:
     path: Path
     runs: int  # runs drawn (x positions)
     figure: object  # matplotlib.figure.Figure, for callers that inspect what was drawn
+    # (framework, x position of the first run after the change point, after/before) of each one marked
+    changes: list = field(default_factory=list)
 
 
 def _load_matplotlib():
@@ -125,6 +130,7 @@ def plot_case(entries, case_id, path):
         if any(lo != hi for lo, hi in zip(lows, highs) if not math.isnan(lo)):
             axes.fill_between(xs, lows, highs, color=style["color"], alpha=0.15, linewidth=0)
         axes.plot(xs, medians, marker="o", linewidth=2, color=style["color"], label=style["label"])
+    changes = mark_change_points(axes, entries, case_id)
     crowded = len(entries) > 8
     axes.set_xticks(xs)
     # parse_math=False: a `$` in a GPU name, case id or label is text, not the start of mathtext
@@ -151,7 +157,24 @@ def plot_case(entries, case_id, path):
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     write_atomic(path, buffer.getvalue())
-    return TrendPlot(case_id=case_id, path=Path(path), runs=len(entries), figure=figure)
+    return TrendPlot(case_id=case_id, path=Path(path), runs=len(entries), figure=figure, changes=changes)
+
+
+def mark_change_points(axes, entries, case_id):
+    """A dashed line in the framework's colour before the first run after each change point of its series,
+    the shift written at the top; returns [(framework, that run's x, after/before)]."""
+    changes = []
+    for name in SPEED_STATS_ROLES:
+        series = case_series(entries, case_id, name)
+        for point in series.change_points():
+            x = series.positions[point.index]
+            colour = FRAMEWORK_STYLE[name]["color"]
+            axes.axvline(x - 0.5, color=colour, linestyle="--", linewidth=1.2, alpha=0.9)
+            axes.annotate(f"{point.change * 100:+.1f}%", xy=(x - 0.5, 1.0),
+                          xycoords=("data", "axes fraction"), xytext=(3, -3), textcoords="offset points",
+                          ha="left", va="top", fontsize=8, color=colour)
+            changes.append((name, x, point.ratio))
+    return changes
 
 
 def file_name(case_id):
