@@ -193,6 +193,21 @@ def slowdown_oneflow_wheel(percent, cache=DEFAULT_CACHE, python=sys.executable):
     return _repack(cache, name, name, lambda root: _edit_conv2d_forward(root, forward), python)
 
 
+def history_oneflow_wheel(commit, percent=0, cache=DEFAULT_CACHE, python=sys.executable):
+    """0.9.0+cCOMMITsPERCENT: the build of commit `commit` (an integer, 1 to 999) of a made-up history, for
+    bisecting: the pinned code, slowed by a nominal `percent` (0 to 200) as slowdown_oneflow_wheel slows
+    it, or unchanged (0). Each is a wheel of its own, so the builds of a history differ as a project's do."""
+    if not isinstance(commit, int) or not 1 <= commit <= 999:
+        raise ValueError(f"commit must be an integer from 1 to 999, got {commit!r}")
+    if not isinstance(percent, int) or not 0 <= percent <= 200:
+        raise ValueError(f"percent must be an integer from 0 to 200, got {percent!r}")
+    name = f"c{commit}s{percent}"
+    if percent == 0:
+        return _repack(cache, name, name, None, python)
+    forward = _SHARED_CONV2D_FORWARD.format(percent=percent, extra=extra_forward_share(percent))
+    return _repack(cache, name, name, lambda root: _edit_conv2d_forward(root, forward), python)
+
+
 SLOWED_PLACE = "oneflow.nn.optimizer.sgd:step"  # the place busy_wait_oneflow_wheel slows
 _SGD_STEP = '''    def step(self, closure: Callable = None):
         """Performs a single optimization step.
