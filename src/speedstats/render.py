@@ -684,3 +684,18 @@ def bisect_report_context(report):
 def render_bisect_report(report, templates_dir=None):
     """The Markdown report of `speedstats bisect` (no newline at the end)."""
     return render_template(BISECT_REPORT_TEMPLATE, bisect_report_context(report), templates_dir)
+
+
+SHIFT_ISSUE_TEMPLATE = "shift_issue.md.j2"
+SHIFT_COMMENT_TEMPLATE = "shift_comment.md.j2"
+
+
+def render_shift_issue(context, templates_dir=None):
+    """The body of a tracking issue of a shift on the default branch (no newline at the end); the context
+    is github.tracking's: its own words and figures marked trusted, every string from the data escaped."""
+    return render_template(SHIFT_ISSUE_TEMPLATE, context, templates_dir)
+
+
+def render_shift_comment(context, templates_dir=None):
+    """The comment a later shift posts on an open tracking issue (no newline at the end)."""
+    return render_template(SHIFT_COMMENT_TEMPLATE, context, templates_dir)

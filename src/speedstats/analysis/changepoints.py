@@ -251,3 +251,11 @@ def history_shifts(entries, roles, cases=None, **options):
                                     entries[series.positions[point.index - 1]],
                                     entries[series.positions[point.index]], series))
     return shifts
+
+
+def segments_ratio(before, after, confidence=DEFAULT_CONFIDENCE):
+    """(ratio, low, high): the times `after` against the times `before` (seconds, 2 or more each), as a
+    change point's shift is measured: exp of the difference of the trimmed means of the log times, with
+    Yuen's interval."""
+    logs = [math.log(v) for v in (*before, *after)]
+    return _shift(logs, 0, len(before), len(logs), confidence)

@@ -14,6 +14,10 @@ A matrix report (github/report.py) is a speed-stats comment whose marker also ca
 
 Fields are `key=value`, values %-quoted (urllib.parse.quote) so a job name with spaces stays one
 field; `post=<nonce>` is added in `--mode new` to tell one's own fresh comment from an earlier one.
+A tracking issue of a shift on the default branch (github/tracking.py) ends its body the same way:
+
+    <!-- speedstats:speed-shift case=<case id> gpu=<GPU name> shifts=<commit>:slower,<commit>:faster -->
+
 A marker counts only as the last line of a body, so a reply that quotes the bot ("> <!-- ...") is
 never taken for the bot's comment, and only on a comment by the bot's own login (post.own_comments
 with the author the CLI resolves), since anyone can paste a marker into a comment of their own.
@@ -30,6 +34,9 @@ AUTOMERGE_REMOVED = "automerge-removed"
 SPEED_ALERT = "speed-alert"
 BISECT = "speed-bisect"  # the report of `speedstats bisect --pr`
 KINDS = (SPEED_STATS, DOCS_PREVIEW, AUTOMERGE_REMOVED, SPEED_ALERT, BISECT)
+
+SPEED_SHIFT = "speed-shift"  # ends an issue's body, not a comment's
+ISSUE_KINDS = (SPEED_SHIFT,)
 
 MAX_COMMENT_CHARS = 65536  # GitHub rejects longer bodies ("body is too long (maximum is 65536 characters)")
 
@@ -79,7 +86,7 @@ def make_marker(kind, **fields):
 def parse_marker(body):
     """The marker at the end of a comment body, or None."""
     match = _MARKER_RE.search(body or "")
-    if match is None or match.group("kind") not in KINDS:
+    if match is None or match.group("kind") not in KINDS + ISSUE_KINDS:
         return None
     fields = {}
     for part in match.group("fields").split():

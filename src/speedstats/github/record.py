@@ -1,11 +1,14 @@
-"""`speedstats record`: a run of the default branch appended to main's history in the data branch.
+"""`speedstats record`: a run of the default branch appended to main's history in the data branch, then
+one tracking issue per shift that history shows (github/tracking.py).
 
 On a push to the default branch, a schedule or a manual run of it, the action's `run` with `history-branch`
 (or this command after `run`) appends the run's results to the GPU's file of the data branch
 (github/databranch.py), with the job's token (`contents: write`). Anything else never writes it: a pull
 request's run (a fork's above all: its code and figures are not the default branch's), a push to another
 branch, a tag; those are told so in a warning, and the step passes. A cancelled run, or one that failed
-before any case, is not recorded either.
+before any case, is not recorded either. After appending, the GPU's history is analysed for change points
+and each new shift of a case opens its tracking issue, or updates the open one (`issues: write`;
+--no-issues: none).
 """
 from __future__ import annotations
 
@@ -44,7 +47,10 @@ def register(subparsers):
                    help="runs a GPU's file keeps; past them the oldest are summarised into one line "
                    "(default: %(default)s)")
     p.add_argument("--commit", metavar="SHA", help="the commit the run measured (default: $GITHUB_SHA)")
-    add_common_options(p, pull_request=False, author=False)
+    p.add_argument("--no-issues", action="store_true",
+                   help="open or update no tracking issue (by default a new shift of a case on this GPU "
+                   "opens one, or updates the open one; the token needs `issues: write`)")
+    add_common_options(p, pull_request=False)
     p.set_defaults(func=record_command)
 
 
@@ -113,6 +119,30 @@ def record_command(args, err=None):
             tries = f" ({written.attempts} tries: other jobs wrote the branch too)" * (written.attempts > 1)
             print(f"speedstats: {branch}: appended the run of {short} to {path} in commit "
                   f"{written.commit[:12]}{tries}", file=err)
+        if not args.no_issues:
+            track_issues(args, client, repo, branch, path, written, results, err)
         return 0
 
     return guarded(work, client)
+
+
+def track_issues(args, client, repo, branch, path, written, results, err):
+    """The tracking issues of the GPU's history as this run left it."""
+    from speedstats.analysis.changepoints import by_machine
+    from speedstats.github.tracking import Tracker
+    from speedstats.history import read_history_text
+
+    data = written.files.get(path)
+    if data is None:  # the run was there already: the file as the branch has it
+        data = branch.read(client.branch_head(repo, branch.branch), path) or b""
+    history = read_history_text(data.decode("utf-8", "replace"), path)
+    entries = by_machine(history.entries).get((results.device, results.gpu_name), [])
+    author = args.author or client.login()
+    try:
+        outcomes = Tracker(client, repo, author, branch, err=err).track(entries, path)
+    except ReadOnlyToken as refused:
+        raise UserError(f"the run is recorded, but the tracking issues of {repo} could not be written: "
+                        f"{refused}; the token needs `{refused.permission}` (add it to the job's "
+                        "`permissions:`), or give --no-issues") from None
+    for outcome in outcomes:
+        print(f"speedstats: {repo}: {outcome.text}", file=err)
