@@ -181,7 +181,7 @@ def build_specs(results, folders):
         if framework is None and record.get("source") not in (None, INSTALLED):
             raise UserError(f"{role}: the results record neither a wheel nor a requirement for "
                             f"{known.package} (a {record.get('source')} build); cannot install it again")
-        if known.family == "pytorch":
+        if "flowvision" not in known.companions:  # PyTorch: one spec of all its packages, as `run` takes it
             given = [sources[name] for name in known.packages if name in sources]
             specs.pytorch = " ".join(given) or INSTALLED
         else:
