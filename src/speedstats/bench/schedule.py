@@ -8,18 +8,20 @@ the others are stopped (SIGSTOP, with `pause_idle`), so that neither drift on th
 framework's background threads favour one of them. Without it each contender runs all its rounds
 alone, which needs only one framework's memory at a time.
 
-With a baseline build (and `interleave`), measure_sequential goes on after the planned rounds with the
-head and the base alone, in the steps analysis.sequence.Steps asks for (the rule: analysis.rule),
-within its budget of rounds and of seconds; a regression it sees is measured again in fresh processes
-when the rule says so.
+With a baseline build (and `interleave`), measure_sequential executes the steps that
+analysis.sequence.Steps answers (a round, a fresh pair of processes, the control's end, a profiled
+round, stop): the planned rounds with every contender, then the head and the base alone, within the
+rule's budget of rounds and of seconds (the rule: analysis.rule). When rounds stop is decided there,
+not here: the simulation of benchmarks/simulate_head_vs_base.py executes the same steps.
 
-Around every timed round the machine's state is recorded (bench.machine_state); a round that the
-suite's `disturbance:` settings call disturbed is measured again, a bounded number of times.
+Around every timed round the runner's instruments (bench.instruments: the machine's state, the worker
+tree's memory, the GPUs' energy) measure what the round did besides its time; a round that the suite's
+`disturbance:` settings call disturbed is measured again, a bounded number of times.
 
-A measurement goes: start every worker (_start: ready.json), the timed rounds (each one through
-_timed_round), then each worker ends through _finish (done.json). What a round records besides its
-time belongs in _timed_round (and a field of ContenderRun); rounds of another kind after the timed ones
-belong in _finish, before the worker's end.
+A measurement goes: start every worker (_start: the protocol's ready file), the timed rounds (each one
+through _timed_round), then each worker ends through _finish (the done file). What a round records
+besides its time is an instrument of _timed_round's list (and a field of ContenderRun); rounds of
+another kind after the timed ones belong in _finish, before the worker's end.
 """
 
 from __future__ import annotations
