@@ -27,7 +27,7 @@ from speedstats.actions_io import append_summary, read_outputs, verdict_summary
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
-            "report", "post-from-artifact", "doctor", "bisect")
+            "report", "post-from-artifact", "doctor", "bisect", "record")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -50,6 +50,8 @@ DEFAULTS = {
     "lock-timeout": "",
     "bundle": "",
     "history": "",
+    "history-branch": "",
+    "tracking-issues": "true",
     "oneflow": "",
     "baseline-oneflow": "",
     "pytorch": "",
@@ -224,6 +226,14 @@ def report_argv(inputs):
             + _no_check_run(inputs))
 
 
+def record_argv(inputs):
+    """`record` of the run's results in `out`: main's history in the data branch, and its tracking issues."""
+    return (["record", "--results", str(Path(inputs["out"]) / "results.json"), "--branch",
+             inputs["history-branch"] or "speedstats-data"]
+            + ([] if boolean(inputs, "tracking-issues") else ["--no-issues"])
+            + _optional("--author", inputs["author"]) + _deadline(inputs))
+
+
 def plan(inputs):
     """The speedstats commands (argv after 'speedstats') this step runs, in order."""
     command = inputs["command"]
@@ -232,8 +242,11 @@ def plan(inputs):
     boolean(inputs, "fail-on-regression")
     boolean(inputs, "baseline-optional")
     boolean(inputs, "check-run")
-    if command == "run":
-        return [run_argv(inputs)]
+    boolean(inputs, "tracking-issues")
+    if command == "run":  # with history-branch, the run is then recorded in main's history
+        return [run_argv(inputs)] + ([record_argv(inputs)] if inputs["history-branch"] else [])
+    if command == "record":
+        return [record_argv(inputs)]
     if command == "run-and-comment":
         # the run's results give the check run its verdict, judged by the same suite
         check = (["--results", str(Path(inputs["out"]) / "results.json")]
@@ -459,7 +472,14 @@ def run_steps(args, env):
         if stale.is_file():
             stale.unlink()
     if inputs["command"] == "run":  # it writes the job summary itself
-        return forgiven(speedstats(steps[0], env), fail_on_regression)
+        run_code = forgiven(speedstats(steps[0], env), fail_on_regression)
+        if len(steps) == 1:
+            return run_code
+        if not (out / "results.json").is_file():
+            print(f"speedstats: the run wrote no {out / 'results.json'}; nothing to record", file=sys.stderr)
+            return run_code
+        record_code = speedstats(steps[1], env)  # also after a failed verdict or case: the others' figures
+        return run_code or record_code
     # The job summary is this step's to write, after posting, saying where: neither command writes it
     # (a fork's read-only token prints the body in the log instead of adding it a second time).
     quiet_env = {k: v for k, v in env.items() if k != "GITHUB_STEP_SUMMARY"}

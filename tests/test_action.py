@@ -107,6 +107,16 @@ def test_run_inputs_reach_speedstats_run(tmp_path):
                        "--lock-timeout 90 --bundle bundle-dir --history h.jsonl\n")
 
 
+def test_a_run_with_a_history_branch_is_then_recorded_there(tmp_path):
+    assert planned(tmp_path, command="run", **{"history-branch": "speedstats-data"}) == (
+        "speedstats run --device cuda --out speedstats-out\n"
+        "speedstats record --results speedstats-out/results.json --branch speedstats-data\n")
+    assert planned(tmp_path, command="record", out="o", author="bot[bot]",
+                   **{"tracking-issues": "false", "github-deadline": "60"}) == (
+        "speedstats record --results o/results.json --branch speedstats-data --no-issues --author 'bot[bot]' "
+        "--github-deadline 60\n")
+
+
 def test_doctor_checks_what_run_would_need_with_the_same_inputs(tmp_path):
     assert planned(tmp_path, command="doctor") == "speedstats doctor --device cuda\n"
     printed = planned(tmp_path, command="doctor", suite="s.yml", device="auto", oneflow="w/*.whl",
@@ -263,9 +273,10 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
     ({"command": "benchmark"},
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, post-from-artifact, "
-                               "doctor, bisect, got 'benchmark'")),
+                               "doctor, bisect, record, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
+    ({"tracking-issues": "no"}, "input 'tracking-issues': must be true or false, got 'no'"),
     ({"command": "comment"}, "input 'body-file': needed by command 'comment'"),
     ({"command": "docs-preview"}, "input 'docs-base-url': needed by command 'docs-preview'"),
     ({"command": "fetch-baseline"}, "input 'baseline-workflow': needed by command 'fetch-baseline'"),
@@ -297,7 +308,9 @@ def test_planned_command_lines_parse_with_the_real_cli(tmp_path):
                        **{"automerge-job": "speed", "docs-base-url": "https://d", "github-deadline": "9"})
              + planned(tmp_path, command="bisect", oneflow="bad.whl", pr="12", author="a", flowvision="f.whl",
                        **{"baseline-oneflow": "good.whl", "between": "b.txt", "budget": "3600",
-                          "pip-args": "--pre", "lock-timeout": "5", "github-deadline": "9"}))
+                          "pip-args": "--pre", "lock-timeout": "5", "github-deadline": "9"})
+             + planned(tmp_path, command="run", author="a",
+                       **{"history-branch": "data", "github-deadline": "9", "tracking-issues": "false"}))
     for line in lines.splitlines():
         argv = shlex.split(line)[1:]
         args = parser.parse_args(argv)
@@ -375,6 +388,30 @@ def test_docs_preview_lands(tmp_path, gh):
         "\n\n<!-- speedstats:docs-preview -->")]
     comment_id = gh.comments(REPO, PR)[0]["id"]
     assert outputs_of(env) == {"comment-url": f"{gh.url}/{REPO}/pull/{PR}#issuecomment-{comment_id}"}
+
+
+@pytest.mark.parametrize("event_name", ["push", "pull_request"])
+def test_record_appends_the_runs_results_to_the_data_branch_on_the_default_branch_only(tmp_path, gh,
+                                                                                      event_name):
+    from speedstats.history import history_file_name, read_history_text
+    from speedstats.results import load
+
+    data = Path(__file__).parent / "data" / "smoke-results.json"
+    (tmp_path / "speedstats-out").mkdir()
+    shutil.copy(data, tmp_path / "speedstats-out" / "results.json")
+    env = action_env(tmp_path, gh.url, {"command": "record"},
+                     event={"repository": {"full_name": REPO, "default_branch": "main"}})
+    env.update(GITHUB_EVENT_NAME=event_name, GITHUB_REF="refs/heads/main")
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    path = history_file_name(load(data).gpu_name)
+    written = gh.branch_file(REPO, "speedstats-data", path)
+    if event_name == "pull_request":
+        assert written is None and "not recorded: a pull_request event never writes" in proc.stdout
+        return
+    (entry,) = read_history_text(written.decode(), path).entries
+    assert entry.commit == HEAD and entry.results == load(data)
+    assert f"appended the run of {HEAD[:7]} to {path}" in proc.stderr
 
 
 def test_automerge_guard_removes_the_label_and_says_which_job_failed(tmp_path, gh):

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README_LINES_MAX = 340  # 300, and the table of examples and the versioning policy of the first release,
 # then the check-run input and its permission in the example, then bisect and reproduce
 DOCS = ["README.md", "CONTRIBUTING.md", "docs/methodology.md", "docs/runner.md", "docs/measurements.md",
-        "docs/forks.md", "docs/reading-the-comparison.md", "docs/matrix.md", "CHANGELOG.md", "docs/bisect.md"]
+        "docs/forks.md", "docs/reading-the-comparison.md", "docs/matrix.md", "CHANGELOG.md", "docs/bisect.md",
+        "docs/history.md"]
 
 
 def read(name):

@@ -1,7 +1,8 @@
 """The workflows to copy are examples: they live in examples/workflows/, and .github/workflows/ keeps
 only this repository's own CI and release, so nothing here waits for a GPU runner it does not have.
 No example runs a fork's code on a self-hosted runner, save the fork workflow built for that. The
-bisect workflow, started by hand, runs on the loopback GitHub here."""
+bisect workflow, started by hand, runs on the loopback GitHub here. The one that keeps main's history runs
+on the default branch's pushes and schedule only."""
 
 from pathlib import Path
 
@@ -14,6 +15,8 @@ EXAMPLES = sorted((ROOT / "examples" / "workflows").glob("*.yml"))
 # Runs a fork's pull request on the GPU runner by design, read-only and after a maintainer's approval
 # (docs/forks.md); its partner posts without running the fork's code.
 FORK_BENCH = ("speedstats-fork-bench.yml", "speed-stats")
+# What runs the default branch's own code, never a pull request's.
+DEFAULT_BRANCH_EVENTS = {"push", "schedule", "workflow_dispatch"}
 
 
 def self_hosted(job):
@@ -58,7 +61,8 @@ def test_the_repositorys_own_workflows_are_ci_and_release_only_and_none_is_self_
 def test_the_examples_are_the_four_set_ups_and_the_bisect():
     assert [p.name for p in EXAMPLES] == [
         "speedstats-bisect.yml", "speedstats-fork-bench.yml", "speedstats-fork-post.yml",
-        "speedstats-gpu-matrix.yml", "speedstats-oneflow-pipeline.yml", "speedstats-pull-request.yml"]
+        "speedstats-gpu-matrix.yml", "speedstats-main-history.yml", "speedstats-oneflow-pipeline.yml",
+        "speedstats-pull-request.yml"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -68,7 +72,8 @@ def test_no_self_hosted_job_runs_a_forks_pull_request(path):
         return  # started by hand, by someone who can write to the repository, on one of its branches
     if "pull_request" not in workflow["on"]:
         assert "pull_request_target" not in workflow["on"]
-        assert not any(self_hosted(job) for job in workflow["jobs"].values())
+        if not set(workflow["on"]) <= DEFAULT_BRANCH_EVENTS:  # main's history runs on the default branch
+            assert not any(self_hosted(job) for job in workflow["jobs"].values())
         return
     from_fork = job_results(workflow, pull_request_contexts("someone/r"))
     from_branch = job_results(workflow, pull_request_contexts("o/r"))
@@ -171,3 +176,17 @@ def test_the_bisect_workflow_goes_on_from_its_state_and_posts_on_the_issue(tmp_p
     kept = tmp_path / "artifacts" / "speedstats-bisect-12-4242-1" / ".git" / "speedstats-bisect-12"
     assert json.loads((kept / "bisect.json").read_text())["culprits"] == [2]
     assert (kept / "report.md").read_text() == run.summary
+
+
+
+def test_mains_history_is_written_on_the_default_branchs_pushes_and_schedule_only():
+    workflow = load_workflow(ROOT / "examples" / "workflows" / "speedstats-main-history.yml")
+    assert set(workflow["on"]) == DEFAULT_BRANCH_EVENTS and workflow["on"]["push"] == {"branches": ["main"]}
+    jobs = workflow["jobs"]
+    assert jobs["gpus"]["permissions"] == {"contents": "read"} and not self_hosted(jobs["gpus"])
+    writer = jobs["history"]
+    assert writer["permissions"] == {"contents": "write", "issues": "write"} and self_hosted(writer)
+    assert writer["concurrency"] == {"group": "speedstats-history-${{ matrix.gpu }}",
+                                     "cancel-in-progress": False}
+    (step,) = [s for s in writer["steps"] if str(s.get("uses", "")).endswith("/speedstats@v0")]
+    assert step["with"]["command"] == "run" and step["with"]["history-branch"] == "speedstats-data"
