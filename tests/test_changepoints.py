@@ -109,3 +109,13 @@ def test_the_series_of_a_history_leaves_out_failed_and_disturbed_runs():
     assert case_series(entries, CASE, "pytorch").change_points() == []
     assert case_series(entries, "no-such-case", "oneflow").values == []
     assert failed.id == CASE
+
+
+def test_of_two_candidates_around_a_short_stretch_the_larger_shift_stays():
+    """Three runs a little low just before a 10% shift: the segmentation proposes a change point on each
+    side of them, both weak against so short a segment; the one of the larger p-value goes (the 4% dip),
+    the shift stays where it is."""
+    values = [0.0408] * 9 + [0.0390, 0.0398, 0.0386] + [0.0439] * 28
+    values = [v * (1 + 0.01 * math.sin(i)) for i, v in enumerate(values)]
+    (point,) = find_change_points(values)
+    assert point.index == 12 and point.ratio == pytest.approx(1.09, abs=0.02)

@@ -176,20 +176,24 @@ def test_a_token_without_issues_write_is_told_which_permission_and_the_run_is_ke
 def test_nothing_from_the_data_is_live_in_what_is_posted(gh, tmp_path):
     hostile_case = "x](https://e.vil) @alice <img src=x> `code` | cell"
     hostile_gpu = "GPU ![a](http://e.vil/x.png) @bob <b>"
+    hostile_commit = "@carol [x](https://e.vil) <i>"  # a commit as someone wrote it into the file
     runs = history_runs(41, shift_at=20, shift=0.10, gpu_name=hostile_gpu)
     for _, results in runs:
         results.cases[0].id = hostile_case
+    runs[20] = (hostile_commit, runs[20][1])
     gh.add_branch(REPO, BRANCH, {history_file_name(hostile_gpu): history_text(runs[:40])})
     result = record(gh, tmp_path, *runs[40])
     assert result.rc == 0, result.err
     (issue,) = gh.issues(REPO)
-    assert live_markup(issue["body"]) == [f"https://github.example/{REPO}/compare/{commit_of(19)}...{commit_of(20)}"]
+    assert live_markup(issue["body"]) == []  # no compare link without two commits
     assert "@\u2060alice" in issue["body"] and "@\u2060bob" in issue["title"]
+    assert issue["title"].endswith("since @\u2060carol \\[x\\](https:/\u2060/e.vil) \u2039i>")
     assert parse_marker(issue["body"]).fields == {"case": hostile_case, "gpu": hostile_gpu,
-                                                  "shifts": f"{commit_of(20)}:slower"}
+                                                  "shifts": f"{hostile_commit}:slower"}
     # the next run finds the marker with its hostile fields and opens nothing more
-    assert record(gh, tmp_path, *history_runs(1, first=41, shift_at=0, shift=0.10, seed=4,
-                                              gpu_name=hostile_gpu)[0]).rc == 0
+    (commit, results), = history_runs(1, first=41, shift_at=0, shift=0.10, seed=4, gpu_name=hostile_gpu)
+    results.cases[0].id = hostile_case
+    assert record(gh, tmp_path, commit, results).rc == 0
     assert len(gh.issues(REPO)) == 1
 
 

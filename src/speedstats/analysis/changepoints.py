@@ -12,9 +12,10 @@ give one. Three steps, on the log of the times (a slowdown is a shift there):
    least-squares cost of a change of the mean) on the log times over that scale, with a penalty of
    PENALTY x log(runs) per change point and at least MIN_RUNS runs between two.
 3. The test (the merge step of Hunter, Apache Otava's E-divisive with a t-test): each change point's two
-   neighbouring segments are compared by Yuen's interval of the difference of their 10% trimmed means
-   (analysis.stats) at SIGNIFICANCE; the weakest change point whose interval includes no change, or whose
-   shift is under min_change, is taken out and its neighbours compared again, until every one left holds.
+   neighbouring segments are compared by Yuen's test of the difference of their 10% trimmed means
+   (analysis.stats); the change point of the largest p-value is taken out when that p-value is not below
+   1 - SIGNIFICANCE, else the smallest shift when it is under min_change, and its neighbours are compared
+   again, until every one left holds.
 
 Each change point found says where (the first run after it), the segments on either side (their runs and
 medians) and the shift: exp of the difference of the trimmed means, with its interval at `confidence`.
@@ -33,6 +34,7 @@ from typing import Sequence
 from speedstats.analysis.stats import (
     DEFAULT_CONFIDENCE,
     median,
+    t_cdf,
     t_quantile,
     trimmed_difference,
     trimmed_mean,
@@ -125,13 +127,25 @@ def _shift(logs, start, index, end, confidence):
     return math.exp(difference.mean), math.exp(low), math.exp(high)
 
 
-def _holds(logs, start, index, end, min_change):
-    """How clearly the change point at index holds between its neighbours: above 0 when the shift's
-    interval at SIGNIFICANCE keeps clear of no change and the shift is at least min_change."""
-    ratio, low, high = _shift(logs, start, index, end, SIGNIFICANCE)
-    if abs(ratio - 1) < min_change:
-        return -1.0
-    return math.log(low) if ratio > 1 else -math.log(high)
+def _test(logs, start, index, end):
+    """(p, size) of the change point at index between its neighbours: the two-sided p-value of Yuen's
+    test of the segment [index, end) against [start, index), and the shift's size on the log scale."""
+    difference = trimmed_difference(logs[start:index], logs[index:end])
+    if difference.se == 0:
+        return (0.0 if difference.mean else 1.0), abs(difference.mean)
+    t = abs(difference.mean) / difference.se
+    return 2 * (1 - t_cdf(t, difference.df)), abs(difference.mean)
+
+
+def _weakest(tests, min_change):
+    """The position of the change point to take out, or None when every one holds: the one of the largest
+    p-value when that is not below 1 - SIGNIFICANCE, else the smallest shift when it is under
+    min_change (Hunter's merge step)."""
+    weakest = max(range(len(tests)), key=lambda i: (tests[i][0], -tests[i][1]))
+    if tests[weakest][0] >= 1 - SIGNIFICANCE:
+        return weakest
+    smallest = min(range(len(tests)), key=lambda i: tests[i][1])
+    return smallest if math.expm1(tests[smallest][1]) < min_change else None
 
 
 def find_change_points(values: Sequence[float], intervals=None, *, min_change=DEFAULT_MIN_CHANGE,
@@ -147,10 +161,9 @@ def find_change_points(values: Sequence[float], intervals=None, *, min_change=DE
     points = _candidates(logs, noise_scale(logs, known), penalty)
     while points:
         edges = [0, *points, len(logs)]
-        strength = [_holds(logs, edges[i - 1], edges[i], edges[i + 1], min_change)
-                    for i in range(1, len(edges) - 1)]
-        weakest = min(range(len(points)), key=lambda i: strength[i])
-        if strength[weakest] > 0:
+        tests = [_test(logs, edges[i - 1], edges[i], edges[i + 1]) for i in range(1, len(edges) - 1)]
+        weakest = _weakest(tests, min_change)
+        if weakest is None:
             break
         del points[weakest]
     edges = [0, *points, len(logs)]

@@ -37,7 +37,7 @@ from speedstats.contenders import HEAD, PYTORCH
 from speedstats.github import context
 from speedstats.github.markers import SPEED_SHIFT, fit_body, make_marker, parse_marker
 from speedstats.history import history_file_name
-from speedstats.text import one_line, time_text, trusted
+from speedstats.text import markdown_safe, one_line, time_text, trusted
 
 LABEL = "speedstats-shift"
 NEAR = 2  # runs: a change point this close to a tracked one, the same way, is that shift
@@ -116,11 +116,11 @@ def _matches(shift, pair, positions):
 
 
 def _commit_text(entry):
-    """A run's commit as the issue prints it: 7 hex digits (trusted), or whatever the file holds (escaped by
-    the renderer), or its line."""
+    """A run's commit as the issue prints it, safe inside the project's own sentences: 7 hex digits, or
+    whatever else the file holds made markdown-safe, or its line."""
     if entry.commit and _SHA.match(entry.commit):
         return trusted(entry.commit[:7])
-    return entry.commit or trusted(f"line {entry.line}")
+    return markdown_safe(entry.commit, 40) if entry.commit else trusted(f"line {entry.line}")
 
 
 def _compare_link(repo, server, before, after):
@@ -228,7 +228,7 @@ def issue_text(shifts, tracked_pairs, gone, entries, *, repo, server, branch, pa
     marker = make_marker(SPEED_SHIFT, case=newest.case_id, gpu=newest.gpu_name, shifts=shifts_value(pairs))
     body = fit_body(render_shift_issue(context_), marker.render())
     title = one_line(f"speedstats: {newest.case_id} on {newest.gpu_name} {size} since {since}", TITLE_LIMIT)
-    return IssueText(title.replace("@", "@\u2060"), body, pairs, views)
+    return IssueText(re.sub("@(?!\u2060)", "@\u2060", title), body, pairs, views)  # no mention
 
 
 def _plot(entries, shift, branch_name, repo, server):
