@@ -101,8 +101,9 @@ def test_a_slower_head_gets_the_fewest_profiled_rounds_that_compare_anything_wha
     seen = execute(steps, clock, lambda k: 1.06 * (1 + 0.06 * (-1) ** k), profile_s=5.0)
     assert steps.sequence.verdict().leaning == "likely slower"
     assert [step.number for step in seen if isinstance(step, ProfileRound)] == [0, 1, 2]
-    assert steps.profiling["reason"] == ("the case's cap (13.0s in all) left 0.0s, which allowed 0 profiled "
-                                         "rounds; a head that leans slower gets the fewest that compare anything, 3")
+    assert steps.profiling["reason"] == (
+        "the case's cap (13.0s in all) left 0.0s, which allowed 0 profiled rounds; a head that leans slower "
+        "gets the fewest that compare anything, 3")
     # As fast: with `attribute: always` the cap has the last word.
     clock = Clock()
     steps = Steps(rule, clock=clock, attribute="always", attribute_budget=0.25, attribute_rounds=10)
