@@ -239,7 +239,7 @@ class Steps:
         self._pair_started = False  # a fresh pair was started and has measured no round yet
         self._last_pair_s = 0.0  # the head's and the base's last timed rounds together
         self._failed = False
-        self._profile = None  # once the rounds stopped: the profiled rounds' plan ({} for none)
+        self._profile = None  # once the rounds stopped: the profiled rounds' plan (done at once: none)
 
     def measured(self, ratio, work=None, seconds=0.0):
         """The round just executed: head/base, the head's extra main-thread work as a share of the base's
@@ -279,7 +279,7 @@ class Steps:
 
     def _next_round(self):
         sequence, rule = self.sequence, self.rule
-        done, notes = len(sequence.ratios), ()
+        done = len(sequence.ratios)
         if sequence.action in (NEW_PAIR, CONFIRM) and not self._pair_started:
             confirming = sequence.action == CONFIRM
             if confirming:
@@ -293,7 +293,7 @@ class Steps:
             self._pair_started = True
             return StartPair(self.pair, head_starts_first(self.pair), confirming, (note,))
         with_control = done < self.planned_rounds and not sequence.confirming
-        return MeasureRound(done + 1, with_control, notes)
+        return MeasureRound(done + 1, with_control)
 
     def _time_spent(self):
         """Whether the time budget after the first look is spent (checked before a fresh pair is started
