@@ -114,6 +114,10 @@ def test_the_time_budget_stops_before_a_comparison_and_the_search_goes_on_from_i
     assert conclusion.culprits == [4] and calls == [(7, 0), (3, 0), (5, 3), (4, 3)]
 
 
+def test_the_build_cache_keeps_every_build_of_a_search_within_what_run_allows():
+    assert [bisect_cli.keep_builds(n) for n in (2, 8, 100, 4096)] == [8, 9, 101, 1000]
+
+
 def test_the_budget_is_judged_by_the_longest_comparison_so_far():
     assert search.within_budget(0.0, 10.0, []) and search.within_budget(20.0, 10.0, [])  # nothing to judge by
     assert search.within_budget(50.0, 100.0, [20.0, 50.0]) and not search.within_budget(51.0, 100.0, [50.0])

@@ -328,6 +328,14 @@ class StepFailed(SpeedstatsError):
         self.exit_code, self.reason = status, reason
 
 
+def keep_builds(count):
+    """How many builds the cache keeps during a search: all of them where `run` allows it, so that no build
+    is installed twice."""
+    from speedstats.pipeline import MAX_KEEP_BUILDS
+
+    return min(MAX_KEEP_BUILDS, max(MIN_KEEP_BUILDS, count + 1))
+
+
 class Comparer:
     """compare(head, base) for the search: a `speedstats run` of build head against build base."""
 
@@ -347,7 +355,7 @@ class Comparer:
         args = self.args
         argv = ["run", "--device", args.device, "--out", str(folder), "--quiet", "--only", "oneflow",
                 "--oneflow", self.builds[head], "--baseline-oneflow", self.builds[base],
-                "--keep-builds", str(max(MIN_KEEP_BUILDS, len(self.builds) + 1))]
+                "--keep-builds", str(keep_builds(len(self.builds)))]
         if tracked is not None:
             argv += ["--suite", str(tracked_suite(self.out, self.suite_data, tracked))]
         else:
