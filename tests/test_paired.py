@@ -511,3 +511,32 @@ def test_only_missed_thresholds_are_measured_again_in_fresh_processes():
     spec = load_suite(None, "smoke").case("resnet50-bs2")
     record.frameworks["pytorch"] = FrameworkResult(total_s=0.2, per_iter_s=0.02, times=10)
     assert case_flags(record, spec, "CPU") == ["resnet50-bs2: relative speed 0.20 is below 0.25"]
+
+
+def test_a_rule_that_counts_the_spread_between_processes_does_not_call_two_disagreeing_pairs_a_regression():
+    # An A/A run on the CPU (issue 49): both pairs had the head slower, +14.4% and +7.6%; from the rounds'
+    # scatter alone the look called it a regression, +11.2% (+4.8% to +18.1%).
+    ratios = [1.61, 1.22, 1.12, 0.75, 1.19, 1.07, 1.04, 1.05, 1.12, 1.10]
+    alone = look_at(ratios, DEFAULT_RULE, stages=[5, 5])
+    assert (alone.verdict, round(alone.low, 3), round(alone.high, 3)) == ("regression", 1.048, 1.181)
+    counted = look_at(ratios, SequentialRule(process_sd=0.045), stages=[5, 5])
+    assert counted.verdict == stats.INCONCLUSIVE and counted.low < 1 < counted.high
+    # A slowdown both pairs show alike stays a regression; one pair alone has no spread to count.
+    slower = [1.25, 1.27, 1.24, 1.26, 1.25, 1.26, 1.25, 1.27, 1.24, 1.26]
+    assert look_at(slower, SequentialRule(process_sd=0.045), stages=[5, 5]).verdict == stats.REGRESSION
+    one_pair = look_at(ratios, SequentialRule(process_sd=0.045), stages=[10])
+    assert (one_pair.low, one_pair.high) == pytest.approx((look_at(ratios, DEFAULT_RULE, stages=[10]).low,
+                                                          look_at(ratios, DEFAULT_RULE, stages=[10]).high))
+    with pytest.raises(ValueError, match="process_sd: must be between 0 and 0.5, got 0.7"):
+        SequentialRule.from_dict({"process_sd": 0.7})
+
+
+def test_with_a_process_sd_the_rounds_after_a_look_are_measured_in_fresh_pairs():
+    rule = SequentialRule(process_sd=0.03, futility_z=0.0)
+    rounds, actions = drive(noisy_ratios(0.05, 40, seed=3), rule)
+    # The first look straddled the band: the next ten rounds in two fresh pairs of five, not in the
+    # second pair's processes.
+    assert actions[9] == NEW_PAIR and actions[14] == NEW_PAIR
+    assert rounds.verdict().stages[:4] == [5, 5, 5, 5]
+    plain, _ = drive(noisy_ratios(0.05, 40, seed=3), SequentialRule(futility_z=0.0))
+    assert len(plain.verdict().stages) == 2  # the rounds after the first look go on in the second pair

@@ -140,3 +140,20 @@ def test_missing_or_broken_figures_are_not_comparable():
     assert missing.verdict == NOT_COMPARABLE and missing.text == "not comparable: no base figure"
     assert compare_rounds([0.1], [0.0]).text == "not comparable: time 0.0 is not a positive number"
     assert compare_rounds([0.1], [float("nan")]).verdict == NOT_COMPARABLE
+
+
+def test_the_mean_of_pairs_counts_their_spread_pooled_with_the_prior():
+    same = [[0.0, 0.01, -0.01, 0.005, -0.005]] * 2
+    apart = [[0.10, 0.11, 0.09, 0.105, 0.095], [0.0, 0.01, -0.01, 0.005, -0.005]]
+    plain = stats.trimmed_mean(same[0] * 2)
+    alike = stats.pairs_mean(same, prior_sd=0.0)
+    # Pairs that agree, no prior: the rounds' scatter alone (each pair's mean weighed alike).
+    assert alike.mean == pytest.approx(0.0, abs=1e-12) and alike.se == pytest.approx(plain.se, rel=0.25)
+    # A prior adds its share: sd 0.045 on 2 degrees of freedom, pooled with the 1 of two pairs that
+    # agree, over 2 pairs.
+    assert stats.pairs_mean(same, prior_sd=0.045).se >= 0.045 * (2 / 3) ** 0.5 / 2 ** 0.5
+    # Pairs 10% apart: their spread counts, far beyond the rounds' scatter.
+    spread = stats.pairs_mean(apart, prior_sd=0.0)
+    assert spread.mean == pytest.approx(0.05) and spread.se > 5 * alike.se
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        stats.pairs_mean(same[:1], prior_sd=0.01)

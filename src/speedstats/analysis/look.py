@@ -17,8 +17,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from speedstats.analysis import stats
-from speedstats.analysis.pairs import by_start_order, measured_pairs, pair_estimates, pairs_disagree
-from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
+from speedstats.analysis.pairs import (
+    by_start_order,
+    log_ratios_per_pair,
+    measured_pairs,
+    pair_estimates,
+    pairs_disagree,
+)
+from speedstats.analysis.rule import DEFAULT_RULE, PROCESS_SD_DF, SequentialRule
 
 # Why the rounds stopped (PairedVerdict.stopped).
 SHOWN = "shown"  # the interval left the straddle: regression, improvement or no change
@@ -105,6 +111,11 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
         estimate = stats.midpoint(head_first, base_first)
     else:
         estimate = stats.trimmed_mean(logs, rule.trim)
+    # With the rule's process_sd, the interval counts how pairs of processes spread too (each pair's
+    # estimate weighed alike): a random effect for the pair, its spread pooled with that prior.
+    groups = [group for group in log_ratios_per_pair(ratios, stages) if len(group) >= 2]
+    if rule.process_sd > 0 and len(groups) >= 2:
+        estimate = stats.pairs_mean(groups, rule.process_sd, PROCESS_SD_DF, rule.trim)
     low, high = estimate.interval(rule.look_confidence)
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)

@@ -29,7 +29,7 @@ def head_starts_first(pair: int) -> bool:
     return pair % 2 == 0
 
 
-def _log_ratios_per_pair(ratios: Sequence[float], stages: Sequence[int]):
+def log_ratios_per_pair(ratios: Sequence[float], stages: Sequence[int]):
     """The log ratios of each pair of processes that measured any (stages: rounds per pair, in order)."""
     groups, start = [], 0
     for count in stages:
@@ -44,7 +44,7 @@ def pair_estimates(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
     """Each pair of processes' own estimate, {rounds, ratio, low, high} (low and high None below
     MIN_ROUNDS_FOR_INTERVAL rounds), for the rounds each measured (stages: rounds per pair, in order)."""
     out = []
-    for logs in _log_ratios_per_pair(ratios, stages):
+    for logs in log_ratios_per_pair(ratios, stages):
         entry = {"rounds": len(logs), "ratio": math.exp(stats.median(logs)), "low": None, "high": None}
         if len(logs) >= stats.MIN_ROUNDS_FOR_INTERVAL:
             estimate = stats.trimmed_mean(logs, rule.trim)
@@ -62,7 +62,7 @@ def pairs_disagree(ratios: Sequence[float], stages: Sequence[int], rule: Sequent
     and their estimates lie on different sides of an edge of the band (slower, inside, faster). Two
     pairs that both show a slowdown beyond the band, of different sizes, agree that it is one.
     same_start_order: compare only pairs whose builds were started in the same order."""
-    groups = [(pair, logs) for pair, logs in enumerate(_log_ratios_per_pair(ratios, stages))
+    groups = [(pair, logs) for pair, logs in enumerate(log_ratios_per_pair(ratios, stages))
               if len(logs) >= stats.MIN_ROUNDS_FOR_INTERVAL]
     compared = [(a, b) for i, (pair_a, a) in enumerate(groups) for pair_b, b in groups[i + 1:]
                 if not same_start_order or head_starts_first(pair_a) == head_starts_first(pair_b)]

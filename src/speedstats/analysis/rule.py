@@ -24,6 +24,8 @@ MAX_FUTILITY_Z = 10
 MAX_EXTRA_FACTOR = 100
 MAX_EXTRA_S = 86400
 MAX_PROCESS_PAIRS = 10
+MAX_PROCESS_SD = 0.5  # a spread between processes of 50% (log) would leave nothing to measure
+PROCESS_SD_DF = 2.0  # the degrees of freedom the rule's process_sd weighs as, against the pairs' own
 MAX_RATIO = 1e6  # head/base ratios and their interval (a million times slower is not a benchmark)
 
 
@@ -75,6 +77,11 @@ class SequentialRule:
     # cannot hold the pairs (`settling_pairs`).
     no_change_pairs: int = 2
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
+    # The spread between pairs of processes (sd of their log ratios' true means) the interval counts
+    # besides the rounds' scatter, as a prior pooled with the pairs' own spread (PROCESS_SD_DF degrees
+    # of freedom); 0: the rounds' scatter alone (docs/measurements.md, "Does the interval cover the
+    # change?").
+    process_sd: float = 0.0
     # Rounds after the first look: at most this share of the first look's wall time when its estimate
     # lies inside the band, leaning_extra_factor when it lies beyond (a case that leans slower or faster
     # is the one worth more rounds), and at most max_extra_s seconds either way.
@@ -198,6 +205,7 @@ class SequentialRule:
             ("no_change_pairs", 1 <= self.no_change_pairs <= MAX_PROCESS_PAIRS,
              f"between 1 and {MAX_PROCESS_PAIRS}"),
             ("futility_z", 0 <= self.futility_z <= MAX_FUTILITY_Z, f"between 0 and {MAX_FUTILITY_Z}"),
+            ("process_sd", 0 <= self.process_sd <= MAX_PROCESS_SD, f"between 0 and {MAX_PROCESS_SD}"),
             ("extra_factor", 0 <= self.extra_factor <= MAX_EXTRA_FACTOR, f"between 0 and {MAX_EXTRA_FACTOR}"),
             ("leaning_extra_factor", 0 <= self.leaning_extra_factor <= MAX_EXTRA_FACTOR,
              f"between 0 and {MAX_EXTRA_FACTOR}"),

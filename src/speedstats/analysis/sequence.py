@@ -98,6 +98,8 @@ class Rounds:
             return
         if not result.stop:
             self._next = self._next_after(len(self.ratios))
+            if self.rule.process_sd > 0 and self._next is not None and not self.confirming:
+                self._fresh_pairs(len(self.ratios), self._next)
             return
         confirm = self.confirm and not self.confirming and reason != TIME_BUDGET
         if result.verdict == stats.REGRESSION and confirm:
@@ -108,6 +110,15 @@ class Rounds:
             self.action = CONFIRM
             return
         self.action, self.stopped = DONE, result.stopped
+
+    def _fresh_pairs(self, rounds, following):
+        """With the rule's process_sd the interval counts how pairs of processes spread, which more rounds in
+        the same processes cannot shrink: the rounds up to the next look are measured in fresh pairs of
+        pair_rounds each."""
+        more = max(1, (following - rounds) // self.rule.pair_rounds)
+        self.pair_starts += [rounds + (following - rounds) * i // more for i in range(1, more)]
+        self.stages.append(0)
+        self.action = NEW_PAIR
 
     def _retell(self):
         """After pairs that disagree: start rule.disagreement_pairs more, sharing as many rounds as the

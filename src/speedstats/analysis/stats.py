@@ -166,6 +166,30 @@ def midpoint(a: TrimmedMean, b: TrimmedMean) -> TrimmedMean:
     return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=(a.mean + b.mean) / 2, se=se / 2, df=df)
 
 
+def pairs_mean(groups: Sequence[Sequence[float]], prior_sd: float, prior_df: float = 2.0,
+               trim: float = DEFAULT_TRIM) -> TrimmedMean:
+    """The mean of groups of values measured in different processes, each group's trimmed mean weighed
+    alike, with a standard error that counts how the groups' true means spread as well as how each
+    group's values scatter (a random effect for the group). The spread, var(group means) less what the
+    groups' own scatter explains, is pooled with prior_sd over prior_df degrees of freedom: with two
+    groups it is all but unknown. Degrees of freedom: Welch-Satterthwaite's. Needs 2 groups of at least
+    2 values each."""
+    means = [trimmed_mean(group, trim) for group in groups]
+    k = len(means)
+    if k < 2:
+        raise ValueError("pairs_mean needs at least 2 groups")
+    centre = sum(m.mean for m in means) / k
+    within = sum(m.se ** 2 for m in means) / k
+    spread = max(0.0, sum((m.mean - centre) ** 2 for m in means) / (k - 1) - within)
+    between = (prior_df * prior_sd ** 2 + (k - 1) * spread) / (prior_df + k - 1)
+    var_within, var_between = within / k, between / k
+    total = var_within + var_between
+    denominator = var_within ** 2 / sum(m.df for m in means) + var_between ** 2 / (prior_df + k - 1)
+    df = total ** 2 / denominator if denominator else float(sum(m.df for m in means))
+    return TrimmedMean(n=sum(m.n for m in means), cut=sum(m.cut for m in means), mean=centre,
+                       se=math.sqrt(total), df=df)
+
+
 def band_outcome(low: float, high: float, min_effect: float) -> str:
     """Where an interval of a ratio lies against the band 1 +- min_effect: one of the four outcomes."""
     if low > 1 + min_effect:
