@@ -75,7 +75,7 @@ def test_a_500_after_the_label_was_removed_still_comments_once(gh, tmp_path):
 
 
 def test_two_guards_of_one_run_racing_comment_once(gh, tmp_path):
-    gh.hold("GET", "/repos/o/r/issues/7/labels", parties=2)  # both see the label before either removes it
+    gh.hold("GET", "/repos/o/r/issues/7/labels", parties=2, timeout_s=60)  # both see the label first
     env = env_for(gh, tmp_path)
     results = []
     threads = [threading.Thread(target=lambda: results.append(
