@@ -46,6 +46,13 @@ def busy_wait_oneflow_wheel():
 
 
 @pytest.fixture(scope="session")
+def batchnorm_oneflow_wheel():
+    """0.9.0+bnmul13: BatchNorm's forward (oneflow_builds.BATCHNORM_PLACE) multiplies its input by 1.0
+    13 times."""
+    return oneflow_builds.batchnorm_oneflow_wheel(13)
+
+
+@pytest.fixture(scope="session")
 def memory_oneflow_wheel():
     """0.9.0+mem128: holds 128 MiB more from import on."""
     return oneflow_builds.memory_oneflow_wheel(128)

@@ -11,6 +11,9 @@
 - busy_wait_oneflow_wheel(ms, drain): 0.9.0+sgdwaitMS, one place slowed: SGD.step busy-waits MS
   milliseconds in its own frame, once per training step (for the attribution of where a head got
   slower); with drain, 0.9.0+sgddrainMS, it first waits for OneFlow's queue, so the step is slower.
+- batchnorm_oneflow_wheel(extra): 0.9.0+bnmulEXTRA, a BatchNorm whose forward multiplies its input by 1.0
+  EXTRA times before normalizing it (elementwise ops queued as a kernel-side change would queue them):
+  BATCHNORM_PLACE dispatches EXTRA more `mul` per call, and the step is slower on the device, not in Python.
 - memory_oneflow_wheel(mib): 0.9.0+memMIB, which allocates MIB MiB at import and keeps it, every page
   written, so the process holds that much more resident memory and nothing else changes.
 
@@ -251,6 +254,33 @@ def slow_oneflow_wheel(cache=DEFAULT_CACHE, python=sys.executable):
     larger than 1x1), so a ResNet50 training step does proportionally more work: about 30% on the CPU
     at batch 2, 3x64x64 (benchmarks/slow_build_slowdown.py measures it)."""
     return _repack(cache, "slow", "slow", _slow_conv2d, python)
+
+
+BATCHNORM_PLACE = "oneflow.nn.modules.batchnorm:forward"  # the place batchnorm_oneflow_wheel changes
+_BATCHNORM_FORWARD = "    def forward(self, x):\n        self._check_input_dim(x)\n"
+
+
+def _extra_batchnorm_muls(name, extra):
+    def edit(root):
+        batchnorm = root / "oneflow" / "nn" / "modules" / "batchnorm.py"
+        text = batchnorm.read_text()
+        assert text.count(_BATCHNORM_FORWARD) == 1, batchnorm
+        muls = (f"        # Test build 0.9.0+{name}: {extra} extra elementwise ops on the input, queued as\n"
+                "        # kernels; the result is the same.\n"
+                f"        for _ in range({extra}):\n"
+                "            x = x * 1.0\n")
+        batchnorm.write_text(text.replace(_BATCHNORM_FORWARD, _BATCHNORM_FORWARD + muls))
+    return edit
+
+
+def batchnorm_oneflow_wheel(extra, cache=DEFAULT_CACHE, python=sys.executable):
+    """0.9.0+bnmulEXTRA: BatchNorm's forward (BATCHNORM_PLACE, 53 calls in a ResNet50 step) multiplies its
+    input by 1.0 `extra` times (an integer, 1 to 1000) before normalizing it: `extra` more `mul` ops per
+    call, each a kernel of the input's size in the forward and another in the backward."""
+    if not isinstance(extra, int) or not 1 <= extra <= 1000:
+        raise ValueError(f"extra must be an integer from 1 to 1000, got {extra!r}")
+    name = f"bnmul{extra}"
+    return _repack(cache, name, name, _extra_batchnorm_muls(name, extra), python)
 
 
 _HELD_MEMORY = (

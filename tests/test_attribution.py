@@ -17,7 +17,7 @@ import pytest
 from fakebench import PROFILE, SLOW_PROFILE, Bench, head_vs_base
 from fakebench import suite as fake_suite
 from helpers import notes_of, profiled, results_with
-from oneflow_builds import SLOWED_PLACE
+from oneflow_builds import BATCHNORM_PLACE, SLOWED_PLACE
 from speedstats import results as results_model
 from speedstats.analysis.attribution import ProfiledRound, attribute
 from speedstats.bench.sampler import StackSampler
@@ -410,22 +410,29 @@ cases:
 """
 
 
-@pytest.mark.heavy
-def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_cache,
-                                                       busy_wait_oneflow_wheel, repacked_oneflow_wheel):
-    """Real OneFlow: head 0.9.0+sgdwait40 (SGD.step busy-waits 40 ms per step) against 0.9.0+a.
-    `attribute: always`, so a busy machine that hides the slowdown from the rule still profiles."""
+def run_heavy_suite(tmp_path, oneflow_build_cache, head, base):
+    """A real `speedstats run` of HEAVY_SUITE, head against base: the case's record and the comment."""
     suite = tmp_path / "suite.yml"
     suite.write_text(HEAVY_SUITE)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SPEEDSTATS_LOCK_DIR=str(tmp_path / "locks"))
     env.pop("GITHUB_OUTPUT", None)
     command = [sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
                "--out", str(tmp_path / "out"), "--cache-dir", str(oneflow_build_cache), "--quiet",
-               "--oneflow", str(busy_wait_oneflow_wheel), "--baseline-oneflow", str(repacked_oneflow_wheel)]
-    proc = subprocess.run(command,
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800, check=False)
+               "--oneflow", str(head), "--baseline-oneflow", str(base)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800,
+                          check=False)
     assert proc.returncode in (0, 1), proc.stderr
     record = results_model.load(tmp_path / "out" / "results.json").cases[0]
+    return record, (tmp_path / "out" / "comment.md").read_text()
+
+
+@pytest.mark.heavy
+def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_cache,
+                                                       busy_wait_oneflow_wheel, repacked_oneflow_wheel):
+    """Real OneFlow: head 0.9.0+sgdwait40 (SGD.step busy-waits 40 ms per step) against 0.9.0+a.
+    `attribute: always`, so a busy machine that hides the slowdown from the rule still profiles."""
+    record, comment = run_heavy_suite(tmp_path, oneflow_build_cache, busy_wait_oneflow_wheel,
+                                      repacked_oneflow_wheel)
     attribution = record.attribution
     assert attribution.rounds >= 3 and attribution.places_compared >= 3
     first = attribution.places[0]
@@ -442,9 +449,27 @@ def test_the_one_slowed_place_is_ranked_first_and_named(tmp_path, oneflow_build_
     # The wait is one of wall time: on a busy machine its thread is descheduled for part of it, so its
     # CPU time is less than 40 ms, never more.
     assert 0 < extra_ms < 60, extra_ms
-    comment = (tmp_path / "out" / "comment.md").read_text()
     assert f"| {SLOWED_PLACE} | " in comment
     assert "Where the head spends more time than the base, resnet50-bs2 OneFlow" in comment
+
+
+@pytest.mark.heavy
+def test_a_kernel_side_slowdown_is_named_by_the_ops_its_place_dispatches(tmp_path, oneflow_build_cache,
+                                                                       batchnorm_oneflow_wheel,
+                                                                       repacked_oneflow_wheel):
+    """Real OneFlow: head 0.9.0+bnmul13 (BatchNorm's forward multiplies its input by 1.0 13 times) against
+    0.9.0+a. The muls are queued kernels: on the CPU the sampled time shows mostly as waiting for them,
+    and the counts name the place, whatever the machine's load (counts, not times, are asserted)."""
+    record, comment = run_heavy_suite(tmp_path, oneflow_build_cache, batchnorm_oneflow_wheel,
+                                      repacked_oneflow_wheel)
+    attribution = record.attribution
+    assert attribution.dispatch_rounds >= 1
+    changes = [(d.place, d.op, d.change_per_call, d.head_calls) for d in attribution.dispatches]
+    # ResNet50's 53 BatchNorms, 13 more `mul` each; nothing else dispatched differs.
+    assert changes == [(BATCHNORM_PLACE, "mul", 13.0, 53.0)]
+    assert (f"- `{BATCHNORM_PLACE}` dispatches 13 more `mul` per call (0 → 13), called 53 times per step"
+            in comment.splitlines())
+    assert "speedstats.bench.worker:sync |" not in comment  # the sync is never a place of its own
 
 
 def test_a_worker_that_dies_in_a_profiled_round_keeps_its_timed_figures(tmp_path):

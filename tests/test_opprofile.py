@@ -1,8 +1,9 @@
 """Each op's own time from the framework's profiler, in the profiled rounds: PyTorch's profiler in a real
-worker on the CPU; a real OneFlow worker on the CPU, where its profiler must not start; OneFlow's events
-as its C++ profiler hands them to Python (that profiler aborts without a GPU driver, so its JSON is the
-boundary stood in here, read by OneFlow's own Python classes); the ops judged head against base with the
-places; results.json's `ops`; and the lines after the places."""
+worker on the CPU (and the ops each place dispatched, counted); a real OneFlow worker on the CPU, where
+its profiler must not start (its ops counted all the same); OneFlow's events as its C++ profiler hands
+them to Python (that profiler aborts without a GPU driver, so its JSON is the boundary stood in here, read
+by OneFlow's own Python classes); the ops judged head against base with the places; results.json's `ops`;
+and the lines after the places."""
 
 import json
 import random
@@ -54,6 +55,11 @@ def test_pytorch_ops_are_profiled_in_a_real_worker_on_the_cpu(tmp_path):
     # An op's total takes in its own time; their own times add up to less than the round.
     assert all(total[op] >= seconds for op, seconds in own.items())
     assert 0 < sum(own.values()) <= report["total_s"]
+    # The ops each place dispatched, counted in the same round: ResNet50's 53 convolutions a step, 2 steps.
+    assert profile["count_steps"] == 2
+    assert profile["op_counts"]["torch.nn.modules.conv:_conv_forward"] == {"conv2d": 106}
+    assert profile["place_calls"]["torch.nn.modules.conv:_conv_forward"] == 106
+    assert profile["op_counts"]["speedstats.bench.models:forward"]["add"] == 32  # `out + identity`
 
 
 @pytest.mark.heavy
@@ -63,6 +69,9 @@ def test_a_oneflow_worker_on_the_cpu_never_starts_its_profiler_and_says_why(tmp_
     profile = report["profile"]
     assert profile["op_reason"] == ONEFLOW_NEEDS_GPU
     assert "op_self_s" not in profile and profile["self_s"] and report["total_s"] > 0
+    # Its ops are counted all the same: each BatchNorm's one normalization, 53 a step, 2 steps.
+    assert profile["op_counts"]["oneflow.nn.modules.batchnorm:forward"] == {"normalization": 106}
+    assert profile["place_calls"]["oneflow.nn.modules.batchnorm:forward"] == 106
 
 
 def kernel_event(name, cpu_us, kernels_us, runtime_us=5.0):

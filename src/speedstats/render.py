@@ -16,6 +16,7 @@ from the data unescaped; a string that was not marked shows escaped, never live.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -448,6 +449,10 @@ def _signed_ms(value):
     return f"{value:+.1f}ms"
 
 
+def _or_none(text, value):
+    return None if value is None else text(value)
+
+
 def _place_text(place):
     """A place as the notes name it: the worker's waits for queued work said as such (a slower kernel
     shows there, not in speedstats' own code), every other place as it was sampled."""
@@ -466,15 +471,55 @@ def _change_rows(changes, total=True):
     return rows
 
 
+_CODE_SPAN = re.compile(r"[A-Za-z0-9_.:<>-]{1,200}")
+
+
+def _code(text):
+    """A place or an op as inline code where it is a plain name (`module:function`), else escaped."""
+    return trusted(f"`{text}`") if _CODE_SPAN.fullmatch(text) else _cell(text)
+
+
+def _count_text(value):
+    """A count per step or per call: whole where it is one, else to one decimal."""
+    value = abs(value)
+    return f"{round(value)}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+
+
+def _dispatch_line(d):
+    """One op of a place whose count changed: "`place` dispatches 13 more `mul` per call (0 → 13), called
+    53 times per step", per step where the place's calls changed too."""
+    more = "more" if d.change_per_step > 0 else "fewer"
+    place, op = _code(d.place), _code(d.op)
+    if d.change_per_call is not None:
+        base, head = d.base_per_step / d.base_calls, d.head_per_step / d.head_calls
+        return trusted(f"{place} dispatches {_count_text(d.change_per_call)} {more} {op} per call "
+                       f"({_count_text(base)} → {_count_text(head)}), called {_count_text(d.head_calls)} "
+                       f"times per step")
+    return trusted(f"{place} dispatches {_count_text(d.change_per_step)} {more} {op} per step "
+                   f"({_count_text(d.base_per_step)} → {_count_text(d.head_per_step)}), called "
+                   f"{_count_text(d.base_calls)} times per step in the base and {_count_text(d.head_calls)} "
+                   f"in the head")
+
+
+def _dispatch_context(record):
+    """The ops dispatched that changed, as the notes say them: {lines, shown, changed, rounds}, or None."""
+    if not record.dispatches:
+        return None
+    lines = [_dispatch_line(d) for d in record.dispatches[:MAX_ATTRIBUTION_ROWS]]
+    return {"lines": lines, "shown": len(lines), "changed": len(record.dispatches),
+            "rounds": record.dispatch_rounds}
+
+
 def attribution_context(case):
     """What the notes show of a case's attribution: its significant places where the head spends more
-    time and, on CUDA, its significant ops (at most MAX_ATTRIBUTION_ROWS of each), or None when there
-    is neither."""
+    time, on CUDA its significant ops, and the ops whose count per place changed (at most
+    MAX_ATTRIBUTION_ROWS of each), or None when there is none of them."""
     record = case.attribution
     if record is None:
         return None
     significant, significant_ops = record.significant, record.significant_ops
-    if not significant and not significant_ops:
+    dispatches = _dispatch_context(record)
+    if not significant and not significant_ops and not dispatches:
         return None
     rows = _change_rows(significant)
     ops = None
@@ -487,11 +532,12 @@ def attribution_context(case):
                          if record.step_change_ms and record.step_change_ms > 0 else None)}
     return {
         "case": _cell(case.id), "rows": rows, "rounds": record.rounds, "places": record.places_compared,
-        "ops_compared": record.ops_compared, "ops": ops,
+        "ops_compared": record.ops_compared, "ops": ops, "dispatches": dispatches,
         "confidence": record.confidence * 100, "shown": len(rows), "significant": len(significant),
         "explained": None if record.explained is None else record.explained * 100,
-        "step_change": _signed_ms(record.step_change_ms), "base_step": _ms(record.base_step_ms),
-        "head_step": _ms(record.head_step_ms),
+        # None where fewer profiled rounds than a comparison needs counted the ops dispatched all the same
+        "step_change": _or_none(_signed_ms, record.step_change_ms),
+        "base_step": _or_none(_ms, record.base_step_ms), "head_step": _or_none(_ms, record.head_step_ms),
     }
 
 

@@ -13,6 +13,11 @@ explained is the sum of the significant places' self-time changes over the chang
 On CUDA the same rounds also give each op's own device time per step (bench.opprofile, the
 framework's profiler), judged the same way as a second list, `ops`: the correction counts the places
 and the ops together, so the bound holds for both lists at once.
+
+On any device the same rounds also count the ops each place dispatches (bench.opcount): a count is the
+same in every step of a build, so it is compared as it is, with no interval, per step and per call of
+the place (`dispatches`): the place whose ops changed, where the sampled time shows only more waiting for
+the framework's queue.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ class ProfiledRound:
     op_total_s: dict[str, float] = field(default_factory=dict)
     op_device: str | None = None  # where the ops' time was measured; None: ops not profiled
     op_reason: str | None = None  # why the ops were not profiled, where they were wanted
+    op_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # per place, its ops dispatched
+    place_calls: dict[str, int] = field(default_factory=dict)  # per place that dispatched an op, its calls
+    count_steps: int = 0  # the steps the dispatched ops were counted over; 0: not counted
 
     @classmethod
     def from_report(cls, report):
@@ -53,7 +61,10 @@ class ProfiledRound:
                    self_s=dict(profile["self_s"]), place_total_s=dict(profile["total_s"]),
                    op_self_s=dict(profile.get("op_self_s") or {}),
                    op_total_s=dict(profile.get("op_total_s") or {}),
-                   op_device=profile.get("op_device"), op_reason=profile.get("op_reason"))
+                   op_device=profile.get("op_device"), op_reason=profile.get("op_reason"),
+                   op_counts={place: dict(ops) for place, ops in (profile.get("op_counts") or {}).items()},
+                   place_calls=dict(profile.get("place_calls") or {}),
+                   count_steps=int(profile.get("count_steps") or 0))
 
     def self_ms(self, place):
         return self.self_s.get(place, 0.0) * 1000 / self.steps
@@ -95,6 +106,29 @@ class PlaceChange:
     head_total_ms: float = _ms()
 
 
+MAX_COUNT = 1e12  # ops or calls per step
+
+
+def _count(default=dataclasses.MISSING, minimum=-MAX_COUNT):
+    return setting(default, minimum=minimum, maximum=MAX_COUNT)
+
+
+@dataclass
+class DispatchChange:
+    """One op of one place, head against base: how many the place dispatches per step and per call."""
+
+    OPEN_RECORD = True
+    place: str = setting()
+    op: str = setting()
+    base_per_step: float = _count(minimum=0)
+    head_per_step: float = _count(minimum=0)
+    change_per_step: float = _count()
+    base_calls: float = _count(minimum=0)  # the place's calls per step
+    head_calls: float = _count(minimum=0)
+    # per call of the place, where it is called in both builds as often; None where its calls changed
+    change_per_call: float | None = _count(None)
+
+
 @dataclass
 class Attribution:
     """results.json's `attribution` of a case."""
@@ -119,6 +153,10 @@ class Attribution:
     ops_device: str | None = setting(None, choices=OP_DEVICES)
     ops_profiler: str = setting("")
     ops_reason: str | None = setting(None)  # why there is no comparison of ops, where one was wanted
+    # On any device: the ops each place dispatches per step, head against base, where they differ, by change.
+    dispatches: list[DispatchChange] = setting(factory=list, record=DispatchChange)
+    dispatch_rounds: int = setting(0, minimum=0)  # profiled rounds of each build whose ops were counted
+    dispatch_counter: str = setting("")
 
     def check(self, where):
         """A comparison (places or ops) comes with the step it is a share of."""
@@ -175,14 +213,56 @@ def _compare(names, head, base, self_ms, total_ms, per_place, trim):
     return changes
 
 
+MIN_DISPATCH_CHANGE = 0.5  # ops per step: a change of fewer (one every other step) is not said
+
+
+def _per_step(rounds):
+    """{(place, op): dispatches per step} and {place: calls per step} over the rounds that counted."""
+    steps = sum(r.count_steps for r in rounds)
+    counts, calls = {}, {}
+    for r in rounds:
+        for place, ops in r.op_counts.items():
+            for op, n in ops.items():
+                counts[place, op] = counts.get((place, op), 0) + n
+        for place, n in r.place_calls.items():
+            calls[place] = calls.get(place, 0) + n
+    return ({key: n / steps for key, n in counts.items()}, {place: n / steps for place, n in calls.items()})
+
+
+def compare_dispatches(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound]):
+    """The ops whose count per step differs between the builds by MIN_DISPATCH_CHANGE or more, the
+    largest change (either way) first, over the rounds of each build that counted them; [] where a
+    build's rounds counted none."""
+    head, base = [r for r in head if r.count_steps], [r for r in base if r.count_steps]
+    if not head or not base:
+        return []
+    (head_ops, head_calls), (base_ops, base_calls) = _per_step(head), _per_step(base)
+    changes = []
+    for place, op in sorted(set(head_ops) | set(base_ops)):
+        h, b = head_ops.get((place, op), 0.0), base_ops.get((place, op), 0.0)
+        if abs(h - b) < MIN_DISPATCH_CHANGE:
+            continue
+        hc, bc = head_calls.get(place, 0.0), base_calls.get(place, 0.0)
+        same_calls = hc > 0 and abs(hc - bc) < 1e-9
+        changes.append(DispatchChange(place=place, op=op, base_per_step=b, head_per_step=h,
+                                      change_per_step=h - b, base_calls=bc, head_calls=hc,
+                                      change_per_call=(h - b) / hc if same_calls else None))
+    changes.sort(key=lambda c: (-abs(c.change_per_step), -c.change_per_step, c.place, c.op))
+    return changes
+
+
 def attribute(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound],
               confidence: float = stats.DEFAULT_CONFIDENCE, trim: float = stats.DEFAULT_TRIM,
-              profiler: str = "", ops_profiler: str = "") -> Attribution:
+              profiler: str = "", ops_profiler: str = "", dispatch_counter: str = "") -> Attribution:
     """Head against base, place by place (and op by op where both were profiled), over pairs of
     profiled rounds (head[k] with base[k])."""
     n = min(len(head), len(base))
     head, base = list(head)[:n], list(base)[:n]
     out = Attribution(rounds=n, confidence=confidence, profiler=profiler)
+    counted = min(sum(1 for r in head if r.count_steps), sum(1 for r in base if r.count_steps))
+    if counted:
+        out.dispatch_rounds, out.dispatch_counter = counted, dispatch_counter
+        out.dispatches = compare_dispatches(head, base)
     if n < MIN_ROUNDS:
         out.reason = f"{n} profiled rounds, at least {MIN_ROUNDS} are needed"
         return out

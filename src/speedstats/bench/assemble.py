@@ -55,6 +55,8 @@ def fill(record, case, plan, runs):
 
 PROFILER = f"Python stack sampled every {DEFAULT_INTERVAL_S * 1000:g} ms in the worker (bench.sampler)"
 OPS_PROFILER = "the framework's own profiler in the worker, each op's own device time (bench.opprofile)"
+DISPATCH_COUNTER = ("the ops each Python place calls, counted in the worker with sys.setprofile's C calls "
+                    "and the tensor's operators (bench.opcount)")
 
 
 def attribution_record(head_run, base_run, profiling, rule):
@@ -65,7 +67,8 @@ def attribution_record(head_run, base_run, profiling, rule):
     head = [attribution.ProfiledRound.from_report(r) for r in head_run.profiles]
     base = [attribution.ProfiledRound.from_report(r) for r in base_run.profiles]
     record = attribution.attribute(head, base, confidence=rule.confidence, trim=rule.trim,
-                                   profiler=PROFILER, ops_profiler=OPS_PROFILER)
+                                   profiler=PROFILER, ops_profiler=OPS_PROFILER,
+                                   dispatch_counter=DISPATCH_COUNTER)
     record.reason = profiling.get("reason") or record.reason
     record.profiled_s = profiling.get("profiled_s")
     record.case_s = profiling.get("case_s")

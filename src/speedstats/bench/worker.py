@@ -30,6 +30,7 @@ from pathlib import Path
 
 from speedstats.bench import processes, protocol
 from speedstats.bench.instruments import Instrument, Round, measure_round, started
+from speedstats.bench.opcount import DispatchCount, framework_ops
 from speedstats.bench.opprofile import OpProfile, op_profiler
 from speedstats.bench.protocol import GO, PROFILE
 from speedstats.bench.sampler import StackProfile
@@ -90,6 +91,10 @@ class Framework:
     def op_profiler(self):
         """This framework's bench.opprofile profiler on the spec's device (OpProfileUnavailable)."""
         return op_profiler(self.name, self.module, self.device_name)
+
+    def dispatched_ops(self):
+        """This framework's ops as the dispatch counter knows them (bench.opcount.framework_ops)."""
+        return framework_ops(self.name)
 
     def imported(self):
         return imported_framework(self.name)
@@ -447,11 +452,13 @@ class MainThreadCpu(Instrument):
 
 def round_instruments(fw, spec, clock=REAL_CLOCK):
     """The worker's instruments (bench.instruments), outermost first: in a profiled round the framework's
-    op profiler where it is wanted (spec.op_profile; by default on CUDA), then the Python stack sampler;
-    in every round the main thread's CPU time. A timed round never has a profiler running."""
+    op profiler where it is wanted (spec.op_profile; by default on CUDA), the count of the ops each
+    Python place dispatches, then the Python stack sampler; in every round the main thread's CPU time.
+    A timed round never has a profiler running."""
     wanted = spec.op_profile if spec.op_profile is not None else spec.device.startswith("cuda")
     profilers = [OpProfile(fw.op_profiler)] if wanted else []
-    return [*profilers, StackProfile(spec.times), MainThreadCpu(clock)]
+    return [*profilers, DispatchCount(fw.dispatched_ops, spec.times), StackProfile(spec.times),
+            MainThreadCpu(clock)]
 
 
 @dataclasses.dataclass
