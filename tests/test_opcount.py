@@ -196,6 +196,15 @@ def test_a_place_that_is_no_plain_name_is_escaped_not_code():
                 and c.content != "mul"]
 
 
+def test_a_per_call_change_of_a_place_never_called_is_said_per_step():
+    # As a results.json from elsewhere may say it: a change per call, but no calls to divide by.
+    record = attribution_with_dispatches()
+    record.dispatches[0].base_calls = 0.0
+    line = next(line for line in notes_of(results_with(record)).splitlines() if line.startswith("- "))
+    assert line == ("- `oneflow.nn.modules.batchnorm:forward` dispatches 689 more `mul` per step (0 → 689), "
+                    "called 0 times per step in the base and 53 in the head")
+
+
 def test_dispatches_without_a_significant_place_still_show_and_none_add_nothing():
     unchanged = attribution_with_dispatches(extra=0)
     assert notes_of(results_with(unchanged)) == notes_of(results_with(None))

@@ -490,7 +490,7 @@ def _dispatch_line(d):
     53 times per step", per step where the place's calls changed too."""
     more = "more" if d.change_per_step > 0 else "fewer"
     place, op = _code(d.place), _code(d.op)
-    if d.change_per_call is not None:
+    if d.change_per_call is not None and d.base_calls > 0 and d.head_calls > 0:
         base, head = d.base_per_step / d.base_calls, d.head_per_step / d.head_calls
         return trusted(f"{place} dispatches {_count_text(d.change_per_call)} {more} {op} per call "
                        f"({_count_text(base)} → {_count_text(head)}), called {_count_text(d.head_calls)} "
