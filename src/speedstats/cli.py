@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "speedstats.doctor_cli",  # doctor
     "speedstats.bisect_cli",  # bisect
     "speedstats.reproduce_cli",  # reproduce
+    "speedstats.calibrate_cli",  # calibrate
     "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
 )
 DEBUG_HELP = "on an internal error, print the traceback on stderr instead of writing it to a file"

@@ -6,8 +6,9 @@ cases they are too few for, each build (prepared as `run` prepares it) against e
 (its kernel list, then one op on each GPU in a throwaway process) and against the driver, the GPUs'
 clock policy, GPU processes seen from a container, free disk for the builds' cache, /dev/shm for the
 DataLoader workers, the device lock's folder and holder, a short look at how quiet the machine is, and
-with a token what it may write (read-only calls). The checks are speedstats.bench.doctor's and
-speedstats.github.permissions'; nothing is measured, posted or locked.
+with a token what it may write (read-only calls), and whether this runner has a calibration (how old).
+The checks are speedstats.bench.doctor's and speedstats.github.permissions'; nothing is measured, posted
+or locked, unless --calibrate asks for `speedstats calibrate` after the checks (minutes, under the lock).
 
 Exit 0 when no row fails, 2 when one does (or on bad input).
 """
@@ -103,12 +104,54 @@ def token_rows(args):
     return [Row(*row) for row in rows_of(client, repo)]
 
 
+def calibration_rows(cache, device):
+    """Whether this runner has a calibration for the device's GPU (or CPU) name, and how old it is."""
+    from speedstats.bench.doctor import OK, WARNING, Row
+    from speedstats.calibration import age_text, calibration_path, read_calibration
+    from speedstats.gpuinfo import device_name
+
+    path = calibration_path(cache, device_name(device))
+    try:
+        found = read_calibration(path)
+    except UserError as exc:
+        return [Row("calibration", WARNING, f"{exc}: 'run' goes without it; 'speedstats calibrate' (or "
+                                            "doctor --calibrate) measures it again")]
+    if found is None:
+        text = (f"none for {device_name(device)} in {path.parent}: 'run' takes the suite's rule as it is; "
+                "'speedstats calibrate' (or doctor --calibrate) measures this runner's noise, for its rule's "
+                "process_sd")
+        return [Row("calibration", OK, text)]
+    measured = [case for case in found.cases if case.process_sd is not None]
+    sds = ", ".join(f"{case.id} {case.process_sd:.1%}" for case in measured) or "none measured"
+    return [Row("calibration", OK, f"{path}: {age_text(found.age_s())}, suite {found.suite!r}, "
+                                   f"{found.pairs} pairs of {found.pair_rounds} rounds a case; process sd "
+                                   f"{sds}")]
+
+
 def table(rows):
     """The rows as an aligned text table, one line each."""
     width = max([len("CHECK")] + [len(row.check) for row in rows])
     lines = [f"{'CHECK':<{width}}  {'STATUS':<7}  WHAT IT FOUND, WHAT TO DO"]
     lines += [f"{row.check:<{width}}  {row.status:<7}  {row.text}" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def run_calibration(args, rows, device):
+    """--calibrate: `speedstats calibrate` with doctor's suite and builds, when no row failed; its table
+    on stderr with --json (stdout holds the rows), else on stdout. A row when it did not run or failed."""
+    from speedstats.bench.doctor import FAILS, WARNING, Row
+    from speedstats.calibrate_cli import calibrate
+    from speedstats.fsutil import write_stdout
+
+    if any(row.status == FAILS for row in rows):
+        return [Row("calibrate", WARNING, "not run: a row above fails")]
+    args.out, args.lock_timeout = args.calibrate_out, None
+    args.device = device
+    status = calibrate(args, (lambda text: _progress(text.rstrip("\n"))) if args.json else write_stdout)
+    if status:
+        return [Row("calibrate", WARNING, f"exited {status}: a case gave no figures or was disturbed "
+                                          f"(see {args.calibrate_out}/results.json)")]
+    return []
 
 
 def doctor_command(args):
@@ -147,6 +190,9 @@ def doctor_command(args):
     rows += doctor.lock_rows(device, timeout_s=suite.lock_timeout_s)
     rows += doctor.quiet_rows(device, suite.disturbance, args.quiet_seconds)
     rows += token_rows(args)
+    if args.calibrate:
+        rows += run_calibration(args, rows, device)
+    rows += calibration_rows(cache, device)
     fails = sum(row.status == doctor.FAILS for row in rows)
     warnings = sum(row.status == doctor.WARNING for row in rows)
     status = EXIT_BAD_INPUT if fails else 0
@@ -164,6 +210,7 @@ def doctor_command(args):
 
 
 def register(subparsers):
+    from speedstats.calibrate_cli import add_calibrate_options
     from speedstats.github.options import add_common_options
 
     p = subparsers.add_parser(
@@ -175,7 +222,9 @@ def register(subparsers):
         "then one op on each GPU in a throwaway process) and against the driver; the GPUs' clocks; GPU "
         "processes seen from a container; free disk for the builds' cache; /dev/shm for DataLoader "
         "workers; the device lock; how quiet the machine is; with a token, whether it can comment, edit "
-        "labels and create check runs (read-only calls, nothing posted). Nothing is measured or locked. "
+        "labels and create check runs (read-only calls, nothing posted); whether this runner has a "
+        "calibration and how old. Nothing is measured or locked, unless --calibrate runs 'speedstats "
+        "calibrate' after the checks. "
         "Exit 0 when no row fails, 2 when one does.",
     )
     add_suite_and_build_options(p)  # as `run` takes them: the doctor checks what that run would need
@@ -183,5 +232,11 @@ def register(subparsers):
                    help="watch the machine this long for other processes and throttling (default: "
                         "%(default)g; 0: skip)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    p.add_argument("--calibrate", action="store_true",
+                   help="then run 'speedstats calibrate' (minutes: an A/A run of the suite) when no row "
+                        "fails; without it, a row says whether this runner has a calibration and how old")
+    p.add_argument("--calibrate-out", metavar="DIR", default="speedstats-calibrate",
+                   help="with --calibrate: where the A/A run's results.json goes (default: %(default)s)")
+    add_calibrate_options(p)
     add_common_options(p, pull_request=False, dry_run=False, author=False)
     p.set_defaults(func=doctor_command)

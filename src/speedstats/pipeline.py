@@ -78,6 +78,7 @@ class RunOptions:
     required_label: str | None = None
     baseline_missing: str | None = None  # why there is no baseline build (fetch-baseline's output)
     attribute: str | None = None  # overrides the suite's `attribute` (slower, always, never)
+    no_calibration: bool = False  # the runner's calibration gives the rule no process_sd prior
 
 
 def run(options, progress=None):
@@ -118,8 +119,12 @@ def _run_steps(options, progress):
     builds = prepare_builds(requests, cache, keep_builds, progress)
     if device == "cuda":
         check_driver_or_fail(builds, device, progress)
+    case_rules, calibration = calibration_rules(suite, device, cache, contenders, options, progress)
     results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress,
-                      skipped)
+                      skipped, case_rules)
+    if calibration is not None:
+        results.calibration = calibration
+        write_atomic(out / RESULTS_FILE, results.to_json())
     if options.baseline_missing and BASE not in contenders:
         results.baseline_missing = one_line(options.baseline_missing, BASELINE_MISSING_LIMIT)
         write_atomic(out / RESULTS_FILE, results.to_json())
@@ -379,7 +384,25 @@ def prepare_builds(requests, cache, keep_builds, progress):
     return builds
 
 
-def measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress, skipped=()):
+def calibration_rules(suite, device, cache, contenders, options, progress):
+    """With a baseline: ({case id: the suite's rule with the runner's calibrated process_sd}, results.json's
+    `calibration`) from this runner's calibration for the device (speedstats.calibration.for_run);
+    ({}, None) without one, with --no-calibration, or when the suite sets its own process_sd."""
+    if BASE not in contenders or options.no_calibration:
+        return {}, None
+    from dataclasses import replace
+
+    from speedstats.calibration import for_run
+    from speedstats.gpuinfo import device_name
+
+    priors, used, note = for_run(cache, device_name(device), suite)
+    if note:
+        progress(f"speedstats: {note}")
+    return {case: replace(suite.head_vs_base, process_sd=sd) for case, sd in priors.items()}, used
+
+
+def measure(suite, device, out, cache, builds, contenders, options, lock_timeout, progress, skipped=(),
+            case_rules=None):
     """Every case of the suite, under the device lock; the Results (with the cases `skipped`). A cancelled
     run (SIGINT, SIGTERM) writes the comment of the cases it finished, then raises
     bench.runner.RunCancelled."""
@@ -398,7 +421,7 @@ def measure(suite, device, out, cache, builds, contenders, options, lock_timeout
         runner = SuiteRunner(suite, device, out, dataset_dir=dataset_dir, progress=progress,
                              gpu_name=device_name(device), builds=builds, contenders=contenders,
                              confirm=suite.confirm and not options.no_confirm, quiet_wait_s=lock_timeout,
-                             case_scope=case_scope, skipped=skipped)
+                             case_scope=case_scope, skipped=skipped, case_rules=case_rules)
         try:
             return runner.run()
         except RunCancelled as exc:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from speedstats.analysis.attribution import Attribution
 from speedstats.analysis.paired import PairedVerdict
-from speedstats.analysis.rule import MAX_PROCESS_PAIRS, MAX_RATIO
+from speedstats.analysis.rule import MAX_PROCESS_PAIRS, MAX_PROCESS_SD, MAX_RATIO
 from speedstats.casekinds import KIND_NAMES, case_kind
 from speedstats.contenders import HEAD, PYTORCH, ROLES, SPEED_STATS_ROLES
 from speedstats.errors import UserError
@@ -240,6 +240,18 @@ class SkippedCase:
 
 
 @dataclass
+class CalibrationUsed:
+    """The runner's calibration a run took its rule's process_sd from (speedstats.calibration)."""
+
+    OPEN_RECORD = AS_MAPPING = True
+    file: str = setting()  # its name in the cache's calibration folder
+    measured_at: str | None = setting(None)
+    runner: str | None = setting(None)
+    # each case that took a prior: its process_sd
+    process_sd: dict[str, float] = setting(factory=dict, minimum=0, maximum=MAX_PROCESS_SD)
+
+
+@dataclass
 class Results:
     """One run of a suite: where it ran, with which versions, and one record per case."""
 
@@ -264,6 +276,8 @@ class Results:
     machine: dict | None = setting(None, record=Machine)
     # The suite's cases this run did not measure: a line each after the block.
     skipped: list[SkippedCase] = setting(factory=list, record=SkippedCase)
+    # The runner's calibration (`speedstats calibrate`) that gave cases their rule's process_sd; None: none.
+    calibration: dict | None = setting(None, record=CalibrationUsed)
     schema: str = setting(SCHEMA, choices=(SCHEMA,))
 
     def check(self, where):

@@ -72,6 +72,9 @@ def register(subparsers):
                    help="profiled rounds of head and base after the timed ones, to say where the head "
                         "spends more time: for a slower head (the default), every case, or none "
                         "(overrides the suite's 'attribute')")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="do not take the rule's process_sd from this runner's calibration ('speedstats "
+                        "calibrate'; a suite that sets head_vs_base.process_sd keeps its own)")
     p.add_argument("--required-label", metavar="LABEL",
                    help="a failed verdict exits 1 only when the pull request carries LABEL (read through "
                         "the API with $GITHUB_TOKEN, else from the event payload); otherwise exit 0. The "

@@ -85,7 +85,7 @@ class SuiteRunner:
 
     def __init__(self, suite, device, out_dir, dataset_dir=None, progress=None, gpu_name="unknown",
                  builds=None, contenders=None, confirm=True, rule=None, quiet_wait_s=None, watch=None,
-                 worker_program=WORKER_PROGRAM, case_scope=None, skipped=()):
+                 worker_program=WORKER_PROGRAM, case_scope=None, skipped=(), case_rules=None):
         self.suite = suite
         self.skipped = list(skipped)  # results.SkippedCase of the suite's cases this run does not measure
         self.device = device
@@ -99,6 +99,8 @@ class SuiteRunner:
         self.contenders = [c for c in ROLES if c in (contenders or default)]
         self.confirm = confirm
         self.rule = rule or suite.head_vs_base
+        # {case id: SequentialRule} for the cases measured by a rule of their own (a calibration's prior)
+        self.case_rules = dict(case_rules or {})
         self.quiet_wait_s = quiet_wait_s  # on CUDA, before the first case (None: the suite's)
         self.watch = watch  # a bench.machine_state.MachineWatch; made by run() when None
         self.workers = WorkerSetup(device, self.dataset_dir, self.builds, tuple(worker_program))
@@ -168,17 +170,18 @@ class SuiteRunner:
             record.finished_at = now_iso()
             log(f"FAILED: {too_small}")
             return record
-        plan = RoundPlan.for_case(case, self.with_baseline, self.rule)
+        rule = self.case_rules.get(case.id, self.rule)
+        plan = RoundPlan.for_case(case, self.with_baseline, rule)
         work = self.out_dir / "workers" / case.id
         scheduler = Scheduler(case, plan, self.suite, self.workers, self.watch, log)
         if self.with_baseline and self.suite.interleave:
-            runs, sequence = scheduler.measure_sequential(work, self.contenders, self.rule, self.confirm)
+            runs, sequence = scheduler.measure_sequential(work, self.contenders, rule, self.confirm)
         else:
             runs, sequence = scheduler.measure(work, self.contenders), None
         fill(record, case, plan, runs)
-        self._judge_paired(record, sequence)
+        self._judge_paired(record, sequence, rule)
         if sequence is not None:
-            record.attribution = attribution_record(runs[HEAD], runs[BASE], scheduler.profiling, self.rule)
+            record.attribution = attribution_record(runs[HEAD], runs[BASE], scheduler.profiling, rule)
         flags = case_flags(record, case, self.gpu_name, self.suite.name)
         if flags and self.confirm:
             log(f"flagged ({'; '.join(flags)}): measuring again in fresh processes")
@@ -204,7 +207,7 @@ class SuiteRunner:
         record.finished_at = now_iso()
         return record
 
-    def _judge_paired(self, record, sequence):
+    def _judge_paired(self, record, sequence, rule=None):
         record.paired = None
         if not self.with_baseline:
             return
@@ -212,6 +215,6 @@ class SuiteRunner:
         if not (head.ok and base.ok):
             return
         if sequence is None:  # rounds not interleaved: one look at a fixed number of rounds
-            record.paired = judge_paired(head.rounds_s, base.rounds_s, self.rule)
+            record.paired = judge_paired(head.rounds_s, base.rounds_s, rule or self.rule)
         else:
             record.paired = sequence.verdict(head.rounds_s, base.rounds_s)
