@@ -27,7 +27,7 @@ from speedstats.actions_io import append_summary, read_outputs, verdict_summary
 from speedstats.errors import EXIT_BAD_INPUT, EXIT_VERDICT_FAILED, UserError
 
 COMMANDS = ("run-and-comment", "run", "comment", "docs-preview", "automerge-guard", "fetch-baseline", "shard",
-            "report", "post-from-artifact", "doctor", "bisect", "record")
+            "report", "post-from-artifact", "doctor", "bisect", "record", "calibrate")
 
 # The defaults of action.yml, for runs outside the action; `job` defaults to GITHUB_JOB there.
 DEFAULTS = {
@@ -142,6 +142,17 @@ def doctor_argv(inputs):
             + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
             + _optional("--only", inputs["only"]) + _optional("--cache-dir", cache_dir(inputs))
             + _deadline(inputs))
+
+
+def calibrate_argv(inputs):
+    """`calibrate`: an A/A run of the suite's cases with the `oneflow` build, kept in the runner's cache
+    for `run`'s rule."""
+    return (["calibrate", "--device", inputs["device"], "--out", inputs["out"]]
+            + _optional("--suite", inputs["suite"]) + _optional("--profile", inputs["profile"])
+            + _optional("--oneflow", inputs["oneflow"]) + _optional("--flowvision", inputs["flowvision"])
+            + ([f"--pip-args={inputs['pip-args']}"] if inputs["pip-args"] else [])
+            + _optional("--lock-timeout", inputs["lock-timeout"])
+            + _optional("--cache-dir", cache_dir(inputs)))
 
 
 def bisect_argv(inputs):
@@ -275,6 +286,8 @@ def plan(inputs):
         return [doctor_argv(inputs)]
     if command == "bisect":
         return [bisect_argv(inputs)]
+    if command == "calibrate":
+        return [calibrate_argv(inputs)]
     if not inputs["job"]:
         raise InputError("input 'job': needed by command 'automerge-guard'")
     return [["automerge-guard", "--job", inputs["job"], "--label", inputs["label"], "--status",

@@ -130,6 +130,17 @@ def test_doctor_checks_what_run_would_need_with_the_same_inputs(tmp_path):
                                                                                 60.0)
 
 
+def test_calibrate_measures_the_build_run_would_judge_with_the_same_inputs(tmp_path):
+    printed = planned(tmp_path, command="calibrate", suite="s.yml", oneflow="w/*.whl",
+                      **{"cache-dir": "c", "lock-timeout": "60"})
+    assert printed == ("speedstats calibrate --device cuda --out speedstats-out --suite s.yml --oneflow "
+                       "'w/*.whl' --lock-timeout 60 --cache-dir c\n")
+    from speedstats.cli import build_parser
+
+    args = build_parser().parse_args(shlex.split(printed)[1:])
+    assert (args.command, args.oneflow, args.cache_dir, args.pairs) == ("calibrate", "w/*.whl", "c", 6)
+
+
 def test_bisect_inputs_reach_speedstats_bisect(tmp_path):
     printed = planned(tmp_path, command="bisect", oneflow="oneflow==0.9.1.dev20240108+cu118", pr="12",
                       suite=".github/speedstats.yml",
@@ -273,7 +284,7 @@ def test_underscore_spelling_works_outside_the_runner(tmp_path):
     ({"command": "benchmark"},
      ("input 'command': must be one of run-and-comment, run, comment, docs-preview, "
                                "automerge-guard, fetch-baseline, shard, report, post-from-artifact, "
-                               "doctor, bisect, record, got 'benchmark'")),
+                               "doctor, bisect, record, calibrate, got 'benchmark'")),
     ({"fail-on-regression": "yes"}, "input 'fail-on-regression': must be true or false, got 'yes'"),
     ({"baseline-optional": "1"}, "input 'baseline-optional': must be true or false, got '1'"),
     ({"tracking-issues": "no"}, "input 'tracking-issues': must be true or false, got 'no'"),
