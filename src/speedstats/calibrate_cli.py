@@ -174,6 +174,7 @@ def calibrate(args, write_table):
         DEFAULT_CACHE,
         RunOptions,
         build_requests,
+        check_driver_or_fail,
         check_frameworks_installed,
         check_outputs,
         keep_builds_or_fail,
@@ -181,6 +182,7 @@ def calibrate(args, write_table):
         measure,
         prepare_builds,
         resolve_device,
+        skip_cases_beyond_the_gpus,
     )
     from speedstats.suite import load_suite
 
@@ -196,6 +198,7 @@ def calibrate(args, write_table):
     requests, contenders = build_requests(suite, options)
     check_frameworks_installed(sorted({r.family for r in requests if r.installed}))
     device = resolve_device(args.device)
+    skipped = skip_cases_beyond_the_gpus(suite, device, _progress)  # as `run` skips them, before the lock
     keep_builds = keep_builds_or_fail(args.keep_builds)
     out = check_outputs(options)
     cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
@@ -206,7 +209,10 @@ def calibrate(args, write_table):
               f"as head and base in {args.pairs} pairs of processes of {args.rounds} rounds each, on "
               f"{gpu_name}")
     builds = prepare_builds(requests, cache, keep_builds, _progress)
-    results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, _progress)
+    if device == "cuda":
+        check_driver_or_fail(builds, device, _progress)
+    results = measure(suite, device, out, cache, builds, contenders, options, lock_timeout, _progress,
+                      skipped)
     _progress(f"speedstats calibrate: simulating the rule on each case's noise ({args.trials} runs a change)")
     cases = [calibrate_case(case, rule, args.target, args.power, args.trials) for case in results.cases]
     version = (builds[HEAD].provenance.get("packages") or {}).get("oneflow", {}).get("version")
