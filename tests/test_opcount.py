@@ -20,6 +20,7 @@ from speedstats.bench.opcount import DispatchCount, DispatchCounter
 
 PLACE = f"{__name__}:forward"
 BATCHNORM = "oneflow.nn.modules.batchnorm:forward"
+CONV = "oneflow.nn.modules.conv:_conv_forward"
 
 
 class Tensor(bytearray):
@@ -51,9 +52,11 @@ def test_the_counter_names_each_place_with_its_ops_and_calls():
     step(extra=2)
     step(extra=2)
     counter.stop()
-    counts, calls = counter.report()
+    counts, calls, callers = counter.report()
     assert counts == {PLACE: {"floor": 6, "count": 6, "mul": 12}, f"{__name__}:step": {"sqrt": 2}}
     assert calls == {PLACE: 6, f"{__name__}:step": 2}
+    here = f"{__name__}:test_the_counter_names_each_place_with_its_ops_and_calls"
+    assert callers == {PLACE: {f"{__name__}:step": 6}, f"{__name__}:step": {here: 2}}
     # Stopped, the type's operators and the profile function are as they were.
     assert sys.getprofile() is previous and "__mul__" not in Tensor.__dict__
     assert Tensor(b"a") * 2 == b"aa"
@@ -99,7 +102,9 @@ def test_the_instrument_counts_each_profiled_round_and_no_timed_one():
     assert timed == {"total_s": 1.0}
     assert profiled_round["profile"] == {
         "op_counts": {PLACE: {"floor": 6, "count": 6, "mul": 6}, f"{__name__}:step": {"sqrt": 2}},
-        "place_calls": {PLACE: 6, f"{__name__}:step": 2}, "count_steps": 2}
+        "place_calls": {PLACE: 6, f"{__name__}:step": 2},
+        "place_callers": {PLACE: {f"{__name__}:step": 6}, f"{__name__}:step": {f"{__name__}:<lambda>": 2}},
+        "count_steps": 2}
 
 
 def counted(rng, extra, steps=2, calls=53):
@@ -110,6 +115,8 @@ def counted(rng, extra, steps=2, calls=53):
     r.op_counts = {BATCHNORM: {"normalization": calls * steps, **muls},
                    "oneflow.nn.modules.conv:_conv_forward": {"conv2d": 53 * steps}}
     r.place_calls = {BATCHNORM: calls * steps, "oneflow.nn.modules.conv:_conv_forward": 53 * steps}
+    r.place_callers = {BATCHNORM: {"oneflow.nn.modules.module:__call__": calls * steps},
+                       CONV: {"oneflow.nn.modules.conv:forward": 53 * steps}}
     return r
 
 
@@ -118,7 +125,7 @@ def test_a_changed_count_is_said_per_call_and_the_same_counts_are_not():
     changes = compare_dispatches([counted(rng, 13) for _ in range(3)], [counted(rng, 0) for _ in range(3)])
     assert changes == [DispatchChange(place=BATCHNORM, op="mul", base_per_step=0.0, head_per_step=689.0,
                                       change_per_step=689.0, base_calls=53.0, head_calls=53.0,
-                                      change_per_call=13.0)]
+                                      change_per_call=13.0, caller=None, caller_change=None)]
     assert compare_dispatches([counted(rng, 13)] * 3, [counted(rng, 13)] * 3) == []
 
 
@@ -129,6 +136,23 @@ def test_a_place_called_more_often_is_said_per_step_and_fewer_ops_too():
     changes = compare_dispatches(head, base)
     assert [(c.op, c.change_per_step, c.change_per_call) for c in changes] == [("mul", -106.0, None),
                                                                              ("normalization", 7.0, None)]
+    # The place is called 7 more times a step, all from Module.__call__.
+    assert {(c.caller, c.caller_change) for c in changes} == {("oneflow.nn.modules.module:__call__", 7.0)}
+
+
+def test_a_place_called_more_often_is_named_with_the_place_that_calls_it_more():
+    # As the slow Conv2d build: Conv2d.forward calls _conv_forward three times where the base called it once.
+    rng = random.Random(6)
+    head = [counted(rng, 0) for _ in range(3)]
+    for r in head:
+        r.op_counts[CONV] = {"conv2d": 3 * 53 * 2}
+        r.place_calls[CONV] = 3 * 53 * 2
+        r.place_callers[CONV] = {"oneflow.nn.modules.conv:forward": 3 * 53 * 2}
+    record = attribute(head, [counted(rng, 0) for _ in range(3)])
+    line = next(line for line in notes_of(results_with(record)).splitlines() if line.startswith("- "))
+    assert line == ("- `oneflow.nn.modules.conv:_conv_forward` dispatches 106 more `conv2d` per step "
+                    "(53 → 159): it is called 159 times per step in the head and 53 in the base, 106 more "
+                    "from `oneflow.nn.modules.conv:forward`")
 
 
 def test_rounds_that_counted_nothing_compare_nothing():
@@ -152,7 +176,8 @@ def test_results_json_keeps_the_dispatches_and_reads_them_back(tmp_path):
     assert data["dispatch_rounds"] == 3 and data["dispatch_counter"] == "the ops each Python place calls"
     assert data["dispatches"] == [{"place": BATCHNORM, "op": "mul", "base_per_step": 0.0,
                                    "head_per_step": 689.0, "change_per_step": 689.0, "base_calls": 53.0,
-                                   "head_calls": 53.0, "change_per_call": 13.0}]
+                                   "head_calls": 53.0, "change_per_call": 13.0, "caller": None,
+                                   "caller_change": None}]
     assert results_model.load(path).cases[0].attribution == results.cases[0].attribution
 
 
@@ -181,7 +206,8 @@ def test_a_place_whose_calls_changed_is_said_per_step_and_at_most_five_lines():
     notes = notes_of(results_with(attribute(head, [counted(rng, 2) for _ in range(3)])))
     lines = [line for line in notes.splitlines() if line.startswith("- ")]
     assert lines[0] == ("- `oneflow.nn.modules.batchnorm:forward` dispatches 106 fewer `mul` per step "
-                        "(106 → 0), called 53 times per step in the base and 60 in the head")
+                        "(106 → 0): it is called 60 times per step in the head and 53 in the base, 7 more "
+                        "from `oneflow.nn.modules.module:__call__`")
     assert len(lines) == 5 and "(5 of 8 shown):" in notes
 
 
@@ -201,8 +227,8 @@ def test_a_per_call_change_of_a_place_never_called_is_said_per_step():
     record = attribution_with_dispatches()
     record.dispatches[0].base_calls = 0.0
     line = next(line for line in notes_of(results_with(record)).splitlines() if line.startswith("- "))
-    assert line == ("- `oneflow.nn.modules.batchnorm:forward` dispatches 689 more `mul` per step (0 → 689), "
-                    "called 0 times per step in the base and 53 in the head")
+    assert line == ("- `oneflow.nn.modules.batchnorm:forward` dispatches 689 more `mul` per step (0 → 689): "
+                    "it is called 53 times per step in the head and 0 in the base")
 
 
 def test_dispatches_without_a_significant_place_still_show_and_none_add_nothing():

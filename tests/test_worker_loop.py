@@ -177,9 +177,10 @@ def test_a_profiled_round_carries_the_stack_samplers_figures_and_why_no_op_was_p
     profile = rounds[1].pop("profile")
     assert rounds[1] == timed_round(1)  # timed as the others
     assert sorted(profile) == ["count_steps", "elapsed_s", "interval_s", "op_counts", "op_reason",
-                               "place_calls", "samples", "self_s", "steps", "total_s"]
+                               "place_callers", "place_calls", "samples", "self_s", "steps", "total_s"]
     # The stand-in framework has no ops: none dispatched, over the round's 3 steps.
-    assert (profile["op_counts"], profile["place_calls"], profile["count_steps"]) == ({}, {}, 3)
+    assert (profile["op_counts"], profile["place_calls"], profile["place_callers"],
+            profile["count_steps"]) == ({}, {}, {}, 3)
     assert profile["steps"] == 3 and profile["interval_s"] == 0.001
     assert profile["op_reason"] == "no op profiler for stand-in"
     assert not [t for t in threading.enumerate() if t.name == "speedstats-sampler"]

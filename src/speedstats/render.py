@@ -487,7 +487,8 @@ def _count_text(value):
 
 def _dispatch_line(d):
     """One op of a place whose count changed: "`place` dispatches 13 more `mul` per call (0 → 13), called
-    53 times per step", per step where the place's calls changed too."""
+    53 times per step"; per step where the place's calls changed too, with the place that calls it more
+    (or fewer) times."""
     more = "more" if d.change_per_step > 0 else "fewer"
     place, op = _code(d.place), _code(d.op)
     if d.change_per_call is not None and d.base_calls > 0 and d.head_calls > 0:
@@ -495,10 +496,14 @@ def _dispatch_line(d):
         return trusted(f"{place} dispatches {_count_text(d.change_per_call)} {more} {op} per call "
                        f"({_count_text(base)} → {_count_text(head)}), called {_count_text(d.head_calls)} "
                        f"times per step")
-    return trusted(f"{place} dispatches {_count_text(d.change_per_step)} {more} {op} per step "
-                   f"({_count_text(d.base_per_step)} → {_count_text(d.head_per_step)}), called "
-                   f"{_count_text(d.base_calls)} times per step in the base and {_count_text(d.head_calls)} "
-                   f"in the head")
+    text = (f"{place} dispatches {_count_text(d.change_per_step)} {more} {op} per step "
+            f"({_count_text(d.base_per_step)} → {_count_text(d.head_per_step)}): it is called "
+            f"{_count_text(d.head_calls)} times per step in the head and {_count_text(d.base_calls)} in the "
+            "base")
+    if d.caller and d.caller != "?" and d.caller_change:
+        text += (f", {_count_text(d.caller_change)} {'more' if d.caller_change > 0 else 'fewer'} from "
+                 f"{_code(d.caller)}")
+    return trusted(text)
 
 
 def _dispatch_context(record):

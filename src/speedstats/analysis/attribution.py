@@ -51,6 +51,7 @@ class ProfiledRound:
     op_reason: str | None = None  # why the ops were not profiled, where they were wanted
     op_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # per place, its ops dispatched
     place_calls: dict[str, int] = field(default_factory=dict)  # per place that dispatched an op, its calls
+    place_callers: dict[str, dict[str, int]] = field(default_factory=dict)  # and its calls by caller
     count_steps: int = 0  # the steps the dispatched ops were counted over; 0: not counted
 
     @classmethod
@@ -64,6 +65,8 @@ class ProfiledRound:
                    op_device=profile.get("op_device"), op_reason=profile.get("op_reason"),
                    op_counts={place: dict(ops) for place, ops in (profile.get("op_counts") or {}).items()},
                    place_calls=dict(profile.get("place_calls") or {}),
+                   place_callers={place: dict(by)
+                                  for place, by in (profile.get("place_callers") or {}).items()},
                    count_steps=int(profile.get("count_steps") or 0))
 
     def self_ms(self, place):
@@ -127,6 +130,9 @@ class DispatchChange:
     head_calls: float = _count(minimum=0)
     # per call of the place, where it is called in both builds as often; None where its calls changed
     change_per_call: float | None = _count(None)
+    # where its calls changed: the place whose calls of it changed the most that way, and by how many a step
+    caller: str | None = setting(None)
+    caller_change: float | None = _count(None)
 
 
 @dataclass
@@ -217,16 +223,32 @@ MIN_DISPATCH_CHANGE = 0.5  # ops per step: a change of fewer (one every other st
 
 
 def _per_step(rounds):
-    """{(place, op): dispatches per step} and {place: calls per step} over the rounds that counted."""
+    """{(place, op): dispatches per step}, {place: calls per step} and {(place, caller): calls per step}
+    over the rounds that counted."""
     steps = sum(r.count_steps for r in rounds)
-    counts, calls = {}, {}
+    counts, calls, callers = {}, {}, {}
     for r in rounds:
         for place, ops in r.op_counts.items():
             for op, n in ops.items():
                 counts[place, op] = counts.get((place, op), 0) + n
         for place, n in r.place_calls.items():
             calls[place] = calls.get(place, 0) + n
-    return ({key: n / steps for key, n in counts.items()}, {place: n / steps for place, n in calls.items()})
+        for place, by in r.place_callers.items():
+            for caller, n in by.items():
+                callers[place, caller] = callers.get((place, caller), 0) + n
+    return tuple({key: n / steps for key, n in table.items()} for table in (counts, calls, callers))
+
+
+def _caller(place, more, head_callers, base_callers):
+    """(the caller whose calls of `place` per step changed the most in the direction `more` (> 0: more),
+    that change), or (None, None)."""
+    changes = [(head_callers.get((p, c), 0.0) - base_callers.get((p, c), 0.0), c)
+               for p, c in set(head_callers) | set(base_callers) if p == place]
+    changes = [(change, caller) for change, caller in changes if change * more > 0]
+    if not changes:
+        return None, None
+    change, caller = max(changes, key=lambda item: (abs(item[0]), item[1]))
+    return caller, change
 
 
 def compare_dispatches(head: Sequence[ProfiledRound], base: Sequence[ProfiledRound]):
@@ -236,7 +258,8 @@ def compare_dispatches(head: Sequence[ProfiledRound], base: Sequence[ProfiledRou
     head, base = [r for r in head if r.count_steps], [r for r in base if r.count_steps]
     if not head or not base:
         return []
-    (head_ops, head_calls), (base_ops, base_calls) = _per_step(head), _per_step(base)
+    head_ops, head_calls, head_callers = _per_step(head)
+    base_ops, base_calls, base_callers = _per_step(base)
     changes = []
     for place, op in sorted(set(head_ops) | set(base_ops)):
         h, b = head_ops.get((place, op), 0.0), base_ops.get((place, op), 0.0)
@@ -244,9 +267,12 @@ def compare_dispatches(head: Sequence[ProfiledRound], base: Sequence[ProfiledRou
             continue
         hc, bc = head_calls.get(place, 0.0), base_calls.get(place, 0.0)
         same_calls = hc > 0 and abs(hc - bc) < 1e-9
+        caller, caller_change = (None, None) if same_calls else _caller(place, hc - bc, head_callers,
+                                                                         base_callers)
         changes.append(DispatchChange(place=place, op=op, base_per_step=b, head_per_step=h,
                                       change_per_step=h - b, base_calls=bc, head_calls=hc,
-                                      change_per_call=(h - b) / hc if same_calls else None))
+                                      change_per_call=(h - b) / hc if same_calls else None,
+                                      caller=caller, caller_change=caller_change))
     changes.sort(key=lambda c: (-abs(c.change_per_step), -c.change_per_step, c.place, c.op))
     return changes
 

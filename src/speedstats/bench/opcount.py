@@ -14,9 +14,10 @@ The counter sees two ways into the framework from Python:
   counter runs, the tensor type's operator methods are wrapped by functions of this module that count
   the operator under its op's name (`mul`) for the frame that used it, then call the original.
 
-'call' events count how often each place is called, so that a count can be said per call. The counter
-runs in the thread that runs the rounds; its own frames are passed over by the stack sampler, whose time
-goes to the place that dispatched the op. Every event costs a Python call (a few milliseconds of a
+'call' events count how often each place is called, and from which place, so that a count can be said
+per call, and a place called more often is named with the place that calls it more. The counter runs in
+the thread that runs the rounds; its own frames are passed over by the stack sampler, whose time goes to
+the place that dispatched the op. Every event costs a Python call (a few milliseconds of a
 ResNet50 step's 2,000 calls and 550 ops), so it runs in the profiled rounds only (bench.worker), never in a
 timed one.
 """
@@ -90,8 +91,8 @@ class DispatchCounter:
         self.ops = dict(ops)
         self.tensor_type = tensor_type
         self.counts = {}  # (code, op): dispatches
-        self.calls = {}  # code: calls
-        self.names = {}  # code: place
+        self.calls = {}  # (code, the caller's code): calls
+        self.names = {}  # code: place, of the places that dispatched an op and of their callers
         self._previous = None
         self._wrapped = []  # (name, the type's own attribute or None)
 
@@ -110,8 +111,13 @@ class DispatchCounter:
         if frame.f_globals is _OWN:
             return  # an operator's stand-in calling the original: counted as the operator already
         if event == "call":
-            code = frame.f_code
-            self.calls[code] = self.calls.get(code, 0) + 1
+            caller = frame.f_back
+            while caller is not None and caller.f_globals is _OWN:
+                caller = caller.f_back  # an operator's stand-in: the frame that used the operator
+            key = (frame.f_code, caller.f_code if caller is not None else None)
+            self.calls[key] = self.calls.get(key, 0) + 1
+            if caller is not None and key[1] not in self.names:
+                self.names[key[1]] = place_of(caller)
         elif event == "c_call":
             op = self.ops.get(id(arg))
             if op is None:
@@ -152,15 +158,24 @@ class DispatchCounter:
                 setattr(kind, name, own)
 
     def report(self):
-        """{place: {op: dispatches}} and {place: calls} of the places that dispatched an op."""
-        counts, calls = {}, {}
+        """{place: {op: dispatches}}, {place: calls} and {place: {caller: calls}} of the places that
+        dispatched an op (a caller is a place too; "?" where there was none)."""
+        counts, calls, callers = {}, {}, {}
+        dispatching = set()
         for (code, op), n in self.counts.items():
             place = self.names[code]
+            dispatching.add(code)
             ops = counts.setdefault(place, {})
             ops[op] = ops.get(op, 0) + n
-        for code, place in self.names.items():
-            calls[place] = calls.get(place, 0) + self.calls.get(code, 0)
-        return counts, calls
+        for (code, caller), n in self.calls.items():
+            if code not in dispatching:
+                continue
+            place = self.names[code]
+            calls[place] = calls.get(place, 0) + n
+            by = callers.setdefault(place, {})
+            name = self.names.get(caller, "?")
+            by[name] = by.get(name, 0) + n
+        return counts, calls, callers
 
 
 def _counting(counter, op, original):
@@ -177,7 +192,8 @@ def _counting(counter, op, original):
 
 class DispatchCount(Instrument):
     """The dispatch counter around each profiled round (bench.instruments), of the thread that runs it:
-    the round's `profile` gets `op_counts` ({place: {op: dispatches}}), `place_calls` ({place: calls})
+    the round's `profile` gets `op_counts` ({place: {op: dispatches}}), `place_calls` ({place: calls}),
+    `place_callers` ({place: {the place that called it: calls}})
     and `count_steps`, the steps counted. make(): (ops, tensor type), as framework_ops gives them."""
 
     def __init__(self, make, steps):
@@ -196,6 +212,6 @@ class DispatchCount(Instrument):
 
     def add_to(self, record):
         if self.report is not None:
-            counts, calls = self.report
+            counts, calls, callers = self.report
             record.setdefault("profile", {}).update(op_counts=counts, place_calls=calls,
-                                                    count_steps=self.steps)
+                                                    place_callers=callers, count_steps=self.steps)
