@@ -248,6 +248,15 @@ def test_a_misspelt_command_is_one_line_with_the_closest_command():
     assert speedstats("run", "--help", stdout=subprocess.DEVNULL).returncode == 0
 
 
+def test_each_command_is_registered_by_the_module_the_table_names_and_parses_alone():
+    every = cli._command_parser_action(cli.build_parser()).choices
+    assert list(every) == list(cli.COMMANDS)
+    for command, module in cli.COMMANDS.items():
+        alone = cli._command_parser_action(cli.build_parser(command)).choices
+        assert command in alone and set(alone) <= {c for c, m in cli.COMMANDS.items() if m == module}
+        assert [a.dest for a in alone[command]._actions] == [a.dest for a in every[command]._actions]
+
+
 # -- stdout -----------------------------------------------------------------------------------------------
 
 

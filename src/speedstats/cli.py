@@ -30,23 +30,39 @@ from speedstats.errors import (
 )
 from speedstats.text import did_you_mean, one_line
 
-COMMAND_MODULES = (
-    "speedstats.run_cli",  # run
-    "speedstats.render_cli",  # render, parse
-    "speedstats.suite_cli",  # suite, schema
-    "speedstats.compare_cli",  # compare, trend
-    "speedstats.doctor_cli",  # doctor
-    "speedstats.bisect_cli",  # bisect
-    "speedstats.reproduce_cli",  # reproduce
-    "speedstats.calibrate_cli",  # calibrate
-    "speedstats.github.cli",  # comment, docs-preview, automerge-guard, post-from-artifact, fetch-baseline
-)
+# The module that registers each command: a run imports only its own command's module (the others bring
+# jinja2, PyGithub and the like), so that every step of a job starts in a fraction of the time.
+COMMANDS = {
+    "run": "speedstats.run_cli",
+    "render": "speedstats.render_cli",
+    "parse": "speedstats.render_cli",
+    "suite": "speedstats.suite_cli",
+    "schema": "speedstats.suite_cli",
+    "compare": "speedstats.compare_cli",
+    "trend": "speedstats.compare_cli",
+    "changes": "speedstats.compare_cli",
+    "doctor": "speedstats.doctor_cli",
+    "bisect": "speedstats.bisect_cli",
+    "reproduce": "speedstats.reproduce_cli",
+    "calibrate": "speedstats.calibrate_cli",
+    "comment": "speedstats.github.cli",
+    "docs-preview": "speedstats.github.cli",
+    "automerge-guard": "speedstats.github.cli",
+    "post-from-artifact": "speedstats.github.cli",
+    "fetch-baseline": "speedstats.github.cli",
+    "shard": "speedstats.github.cli",
+    "report": "speedstats.github.cli",
+    "record": "speedstats.github.cli",
+}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 DEBUG_HELP = "on an internal error, print the traceback on stderr instead of writing it to a file"
 SECRET_ENV = ("GITHUB_TOKEN", "INPUT_TOKEN")
 MESSAGE_LIMIT = 400
 
 
-def build_parser():
+def build_parser(command=None):
+    """The command line's parser: with `command` (one of COMMANDS), only that command's module is
+    imported and registered; every command otherwise (the top-level help, a word that is no command)."""
     parser = argparse.ArgumentParser(
         prog="speedstats",
         description="Benchmark OneFlow against PyTorch and post the Speed stats comment on a pull request.",
@@ -55,7 +71,7 @@ def build_parser():
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in COMMAND_MODULES:
+    for name in (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     # `speedstats run --debug` works as well as `speedstats --debug run`
     for sub in subparsers.choices.values():
@@ -167,12 +183,16 @@ def unrecognized(parser, args, extras):
     return EXIT_BAD_INPUT
 
 
-def unknown_command(parser, argv):
+def command_word(argv):
+    """The command argv names: the options before it take no value, so the first word that is not one."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def unknown_command(argv):
     """A command that is not one: one line with the command closest to it (argparse's own error lists
     every command over two lines with the usage); EXIT_BAD_INPUT. None when the command is known."""
-    commands = list(_command_parser_action(parser).choices)
-    # The options before the command take no value, so the first word that is not one is the command.
-    word = next((a for a in argv if not a.startswith("-")), None)
+    commands = list(COMMANDS)
+    word = command_word(argv)
     if word is None or word in commands:
         return None
     hint = did_you_mean(word, commands) or f" (the commands: {', '.join(commands)})"
@@ -193,10 +213,11 @@ def _run_interruptible(args):
 
 def main(argv=None):
     with log_safe_streams():  # no line it writes forges a workflow command in the job's log
-        parser = build_parser()
-        status = unknown_command(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
+        words = sys.argv[1:] if argv is None else [str(a) for a in argv]
+        status = unknown_command(words)
         if status is not None:
             return status
+        parser = build_parser(command_word(words))
         args, extras = parser.parse_known_args(argv)
         if extras:
             return unrecognized(parser, args, extras)
