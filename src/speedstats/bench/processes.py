@@ -93,10 +93,15 @@ def members(root_pid, tag, known=None):
             table[pid] = stat
     me = os.getpid()
     seeds = [pid for pid, started in (known or {}).items() if pid in table and table[pid][2] == started]
+    # A process carrying the tag was started by the root's tree, so not before the root: while the root
+    # lives, the environments of older processes (most of a runner's) need not be read.
+    since = None
     if root_pid in table:
         seeds.append(root_pid)
+        since = table[root_pid][2]
     if tag:
-        seeds.extend(pid for pid in table if pid != me and _has_tag(pid, tag))
+        seeds.extend(pid for pid, (_, _, started) in table.items()
+                     if pid != me and (since is None or started >= since) and _has_tag(pid, tag))
     children = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
