@@ -31,7 +31,7 @@ from speedstats.errors import (
 from speedstats.text import did_you_mean, one_line
 
 # The module that registers each command: a run imports only its own command's module (the others bring
-# jinja2, PyGithub and the like), so that every step of a job starts in a fraction of the time.
+# jinja2, PyGithub and the like), so that each step of a job starts sooner.
 COMMANDS = {
     "run": "speedstats.run_cli",
     "render": "speedstats.render_cli",
