@@ -61,17 +61,6 @@ def test_one_pair_tells_the_rounds_only_and_a_pair_needs_two_rounds():
         calibration.scatter([1.0, 1.1], [1, 1])
 
 
-def test_the_chi_square_quantiles_are_scipys():
-    # scipy.stats.chi2.ppf: (0.025, 1) 0.000982, (0.025, 2) 0.0506, (0.025, 3) 0.2158, (0.025, 9) 2.700,
-    # (0.975, 9) 19.023, (0.975, 70) 95.023
-    assert calibration.chi2_quantile(0.025, 1) == pytest.approx(0.000982, rel=0.001)
-    assert calibration.chi2_quantile(0.025, 2) == pytest.approx(0.0506, rel=0.001)
-    assert calibration.chi2_quantile(0.025, 3) == pytest.approx(0.2158, rel=0.001)
-    assert calibration.chi2_quantile(0.025, 9) == pytest.approx(2.700, rel=0.001)
-    assert calibration.chi2_quantile(0.975, 9) == pytest.approx(19.023, rel=0.001)
-    assert calibration.chi2_quantile(0.975, 70) == pytest.approx(95.023, rel=0.001)
-
-
 def test_the_calibration_rule_measures_its_pairs_of_rounds_and_stops_at_its_first_look():
     rule = calibration.calibration_rule(SequentialRule(), pairs=3, pair_rounds=4)
     steps, rng = sequence.Steps(rule, confirm=False, clock=lambda: 0.0), random.Random(1)

@@ -157,3 +157,14 @@ def test_the_mean_of_pairs_counts_their_spread_pooled_with_the_prior():
     assert spread.mean == pytest.approx(0.05) and spread.se > 5 * alike.se
     with pytest.raises(ValueError, match="at least 2 groups"):
         stats.pairs_mean(same[:1], prior_sd=0.01)
+
+
+def test_the_chi_square_quantiles_are_scipys():
+    # scipy.stats.chi2.ppf: (0.025, 1) 0.000982, (0.025, 2) 0.0506, (0.025, 3) 0.2158, (0.025, 9) 2.700,
+    # (0.975, 9) 19.023, (0.975, 70) 95.023
+    assert stats.chi2_quantile(0.025, 1) == pytest.approx(0.000982, rel=0.001)
+    assert stats.chi2_quantile(0.025, 2) == pytest.approx(0.0506, rel=0.001)
+    assert stats.chi2_quantile(0.025, 3) == pytest.approx(0.2158, rel=0.001)
+    assert stats.chi2_quantile(0.025, 9) == pytest.approx(2.700, rel=0.001)
+    assert stats.chi2_quantile(0.975, 9) == pytest.approx(19.023, rel=0.001)
+    assert stats.chi2_quantile(0.975, 70) == pytest.approx(95.023, rel=0.001)

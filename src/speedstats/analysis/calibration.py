@@ -49,35 +49,6 @@ MAX_SIMULATED_RULES = 4
 SCREEN_MARGIN = 0.15
 
 
-def chi2_cdf(x, df):
-    """P(X <= x) for X chi-square with df degrees of freedom: the regularized lower incomplete gamma
-    function P(df / 2, x / 2) by its series."""
-    if x <= 0:
-        return 0.0
-    a, half = df / 2, x / 2
-    term = total = 1 / a
-    n = 0
-    while term > total * 1e-15:
-        n += 1
-        term *= half / (a + n)
-        total += term
-    return min(1.0, math.exp(a * math.log(half) - half - math.lgamma(a)) * total)
-
-
-def chi2_quantile(p, df):
-    """The p quantile of the chi-square law with df degrees of freedom (chi2_cdf inverted by bisection)."""
-    if df <= 0 or not 0 < p < 1:
-        raise ValueError("chi2_quantile: df must be positive and p between 0 and 1")
-    low, high = 0.0, df + 10 * math.sqrt(2 * df) + 20
-    for _ in range(100):
-        middle = (low + high) / 2
-        if chi2_cdf(middle, df) < p:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
 @dataclass(frozen=True)
 class Scatter:
     """A case's noise on this runner, from an A/A run: sds of log(head/base), with 95% intervals."""
@@ -106,8 +77,8 @@ def scatter(ratios: Sequence[float], stages: Sequence[int], confidence=0.95) -> 
     msw = sum((y - m) ** 2 for g, m in zip(groups, means) for y in g) / within_df
     tail = (1 - confidence) / 2
     round_sd = math.sqrt(msw)
-    round_low = math.sqrt(within_df * msw / chi2_quantile(1 - tail, within_df))
-    round_high = math.sqrt(within_df * msw / chi2_quantile(tail, within_df))
+    round_low = math.sqrt(within_df * msw / stats.chi2_quantile(1 - tail, within_df))
+    round_high = math.sqrt(within_df * msw / stats.chi2_quantile(tail, within_df))
     if k < 2:
         return Scatter(round_sd, round_low, round_high, 0.0, 0.0, None, k, n)
     grand = sum(y for g in groups for y in g) / n
@@ -116,7 +87,7 @@ def scatter(ratios: Sequence[float], stages: Sequence[int], confidence=0.95) -> 
     process_var = max(0.0, (msb - msw) / n0)
 
     def bound(q):
-        return math.sqrt(max(0.0, ((k - 1) * msb / chi2_quantile(q, k - 1) - msw) / n0))
+        return math.sqrt(max(0.0, ((k - 1) * msb / stats.chi2_quantile(q, k - 1) - msw) / n0))
 
     return Scatter(round_sd, round_low, round_high, math.sqrt(process_var), bound(1 - tail), bound(tail),
                    k, n)

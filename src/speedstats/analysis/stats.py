@@ -90,12 +90,39 @@ def t_quantile(p, df):
         raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
     if p < 0.5:
         return -t_quantile(1 - p, df)
-    low, high = 0.0, 1.0
+    high = 1.0
     while t_cdf(high, df) < p:
         high *= 2
+    return _inverse(lambda t: t_cdf(t, df), p, 0.0, high)
+
+
+def chi2_cdf(x, df):
+    """P(X <= x) for X chi-square with df degrees of freedom: the regularized lower incomplete gamma
+    function P(df / 2, x / 2) by its series."""
+    if x <= 0:
+        return 0.0
+    a, half = df / 2, x / 2
+    term = total = 1 / a
+    n = 0
+    while term > total * 1e-15:
+        n += 1
+        term *= half / (a + n)
+        total += term
+    return min(1.0, math.exp(a * math.log(half) - half - math.lgamma(a)) * total)
+
+
+def chi2_quantile(p, df):
+    """The p-quantile of the chi-square law with df degrees of freedom, by bisection on chi2_cdf."""
+    if df <= 0 or not 0 < p < 1:
+        raise ValueError("chi2_quantile: df must be positive and p between 0 and 1")
+    return _inverse(lambda x: chi2_cdf(x, df), p, 0.0, df + 10 * math.sqrt(2 * df) + 20)
+
+
+def _inverse(cdf, p, low, high):
+    """Where the increasing cdf reaches p between low and high, by bisection (to 1e-12 of it, or of 1)."""
     for _ in range(200):
         mid = (low + high) / 2
-        if t_cdf(mid, df) < p:
+        if cdf(mid) < p:
             low = mid
         else:
             high = mid
