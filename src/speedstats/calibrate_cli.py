@@ -22,6 +22,7 @@ import statistics
 import sys
 
 from speedstats.errors import EXIT_CASE_FAILED, EXIT_DISTURBED, UserError
+from speedstats.run_cli import add_suite_options
 
 DEFAULT_PAIRS = 6
 DEFAULT_PAIR_ROUNDS = 5
@@ -274,16 +275,7 @@ def register(subparsers):
         "case gave no figures, 4 when the device stayed busy, 7 when a case was measured on a disturbed "
         "machine.",
     )
-    p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
-    p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
-    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
-                   help="where to run; auto picks cuda when NVML sees a GPU (default: auto)")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="the build cache, where the calibration is kept too (default: $SPEEDSTATS_CACHE, "
-                        "else .cache/speedstats)")
-    p.add_argument("--keep-builds", type=int, metavar="N",
-                   help="the cache keeps the N most recently used builds (default: $SPEEDSTATS_KEEP_BUILDS, "
-                        "else 8)")
+    add_suite_options(p, cache_help="the build cache, where the calibration is kept too")
     p.add_argument("--oneflow", metavar="BUILD",
                    help="the OneFlow build measured against itself (default: the suite's, else 'installed')")
     p.add_argument("--flowvision", metavar="BUILD", help="flowvision for the OneFlow build")

@@ -9,21 +9,29 @@ def run_command(args):
     return run(RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)}))
 
 
-def add_suite_and_build_options(p):
-    """The flags that say what a run measures, and where: the suite, the device, the build cache and
-    each contender's build; `run` and `doctor` take them alike. Returns the builds' group."""
-    from speedstats.contenders import FAMILIES
+CACHE_HELP = "where the installed builds and the generated dataset are kept"
 
+
+def add_suite_options(p, cache_help=CACHE_HELP):
+    """The flags that say which suite runs, and where: the suite, the device and the build cache;
+    `run`, `doctor` and `calibrate` take them alike."""
     p.add_argument("--suite", metavar="FILE", help="suite YAML (may extend a profile with 'extends:')")
     p.add_argument("--profile", metavar="NAME", help="built-in suite: default (GPU) or smoke (CPU, minutes)")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
                    help="where to run; auto picks cuda when NVML sees a GPU (default: auto)")
     p.add_argument("--cache-dir", metavar="DIR",
-                   help="where the installed builds and the generated dataset are kept (default: "
-                   "$SPEEDSTATS_CACHE, else .cache/speedstats)")
+                   help=f"{cache_help} (default: $SPEEDSTATS_CACHE, else .cache/speedstats)")
     p.add_argument("--keep-builds", type=int, metavar="N",
                    help="the cache keeps the N most recently used builds and deletes older ones that no "
                    "run is using (default: $SPEEDSTATS_KEEP_BUILDS, else 8)")
+
+
+def add_suite_and_build_options(p):
+    """The suite's flags (add_suite_options) and each contender's build; `run` and `doctor` take them
+    alike. Returns the builds' group."""
+    from speedstats.contenders import FAMILIES
+
+    add_suite_options(p)
     builds = p.add_argument_group(
         "builds", "What each contender runs (default: the suite's 'builds:', else what this environment "
         "has). "
