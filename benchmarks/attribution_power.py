@@ -37,18 +37,21 @@ oneflow_builds = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(oneflow_builds)
 
 SUITE = """\
-name: attribution-power
+name: {name}
 warmup: 2
-disturbance: {max_other_cores: 1000.0}
+disturbance: {{max_other_cores: 1000.0}}
 cases:
-  - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 64, times: 10}
+  - {{id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 64, times: 10}}
 """
 
 
-def run_once(out, head, base, attribute):
+def run_once(out, head, base, attribute, name="attribution-power"):
+    """A real `speedstats run` of head against base on the suite above (named `name`), in out:
+    (results.json's case, the run's wall seconds, its exit status). benchmarks/dispatch_names.py
+    runs it too."""
     out.mkdir(parents=True, exist_ok=True)
     suite = out / "suite.yml"
-    suite.write_text(SUITE)
+    suite.write_text(SUITE.format(name=name))
     command = [sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
                "--out", str(out), "--cache-dir", str(oneflow_builds.BUILD_CACHE), "--quiet",
                "--oneflow", str(head), "--baseline-oneflow", str(base)]

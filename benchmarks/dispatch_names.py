@@ -23,7 +23,6 @@ pairs; the median of counted over plain, and the events a step.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -32,38 +31,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-_spec = importlib.util.spec_from_file_location("oneflow_builds", ROOT / "tests" / "oneflow_builds.py")
-oneflow_builds = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(oneflow_builds)
-
-SUITE = """\
-name: dispatch-names
-warmup: 2
-disturbance: {max_other_cores: 1000.0}
-cases:
-  - {id: resnet50-bs2, kind: resnet50, batch_size: 2, image_size: 64, times: 10}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attribution_power import oneflow_builds  # the test builds, loaded there
+from attribution_power import run_once as run_head_vs_base
 
 MARK = "The ops each place dispatches"
 
 
 def run_once(out, head, base, attribute):
-    out.mkdir(parents=True, exist_ok=True)
-    suite = out / "suite.yml"
-    suite.write_text(SUITE)
-    command = [sys.executable, "-m", "speedstats", "run", "--suite", str(suite), "--device", "cpu",
-               "--out", str(out), "--cache-dir", str(oneflow_builds.BUILD_CACHE), "--quiet",
-               "--oneflow", str(head), "--baseline-oneflow", str(base), "--attribute", attribute]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    start = time.monotonic()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - start
-    if not (out / "results.json").exists():
-        raise SystemExit(f"{out}: no results (exit {proc.returncode}): {proc.stderr[-800:]}")
-    case = json.loads((out / "results.json").read_text())["cases"][0]
-    comment = (out / "comment.md").read_text() if (out / "comment.md").exists() else ""
-    return case, comment, wall
+    """(results.json's case, the comment, the wall seconds) of a real head-vs-base run."""
+    case, wall, _ = run_head_vs_base(out, head, base, attribute, name="dispatch-names")
+    comment = out / "comment.md"
+    return case, comment.read_text() if comment.exists() else "", wall
 
 
 def describe(label, case, comment, wall):
