@@ -165,16 +165,14 @@ def calibrate_command(args):
 def calibrate(args, write_table):
     """The A/A run and its calibration (the module's docstring); the table goes to write_table(text).
     args: calibrate's flags (doctor's, with add_calibrate_options and --out and --lock-timeout set)."""
-    import os
-    from pathlib import Path
-
     from speedstats import calibration as store
     from speedstats.contenders import HEAD
     from speedstats.gpuinfo import device_name
+    from speedstats.history import utc_now
     from speedstats.pipeline import (
-        DEFAULT_CACHE,
         RunOptions,
         build_requests,
+        cache_path,
         check_driver_or_fail,
         check_frameworks_installed,
         check_outputs,
@@ -202,7 +200,7 @@ def calibrate(args, write_table):
     skipped = skip_cases_beyond_the_gpus(suite, device, _progress)  # as `run` skips them, before the lock
     keep_builds = keep_builds_or_fail(args.keep_builds)
     out = check_outputs(options)
-    cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
+    cache = cache_path(args.cache_dir)
     lock_timeout = lock_timeout_or_fail(suite, args.lock_timeout)
     gpu_name = device_name(device)
     path = store.calibration_path(cache, gpu_name)
@@ -218,7 +216,7 @@ def calibrate(args, write_table):
     cases = [calibrate_case(case, rule, args.target, args.power, args.trials) for case in results.cases]
     version = (builds[HEAD].provenance.get("packages") or {}).get("oneflow", {}).get("version")
     calibration = store.Calibration(
-        device=device, gpu_name=gpu_name, measured_at=store.utc_now(), suite=suite.name,
+        device=device, gpu_name=gpu_name, measured_at=utc_now(), suite=suite.name,
         runner=store.runner_name(), build=version, pairs=args.pairs, pair_rounds=args.rounds,
         target=args.target, power=args.power, trials=args.trials, rule=rule.to_dict(), cases=cases)
     measured = [case for case in cases if not case.error]

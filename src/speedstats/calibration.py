@@ -154,10 +154,6 @@ def merged(calibration, earlier, here=None):
     return calibration
 
 
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def age_text(seconds):
     """3 days, 5 hours, 12 minutes."""
     if seconds is None:

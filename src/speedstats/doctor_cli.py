@@ -155,14 +155,11 @@ def run_calibration(args, rows, device):
 
 
 def doctor_command(args):
-    import os
-    from pathlib import Path
-
     from speedstats.bench import doctor
     from speedstats.bench.machine_state import Gpus
     from speedstats.fsutil import write_stdout
     from speedstats.gpuinfo import visible_gpu_count
-    from speedstats.pipeline import DEFAULT_CACHE, build_requests, keep_builds_or_fail
+    from speedstats.pipeline import build_requests, cache_path, keep_builds_or_fail
     from speedstats.suite import load_suite
 
     if not 0 <= args.quiet_seconds <= 600:
@@ -170,7 +167,7 @@ def doctor_command(args):
     suite = load_suite(args.suite, args.profile)
     requests, contenders = build_requests(suite, args)
     keep_builds = keep_builds_or_fail(args.keep_builds)
-    cache = Path(args.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
+    cache = cache_path(args.cache_dir)
     count = 0 if args.device == "cpu" else visible_gpu_count()
     device = "cuda" if count else "cpu"
     gpus = Gpus(list(range(count)) or ([0] if args.device != "cpu" else []))

@@ -81,6 +81,13 @@ class RunOptions:
     no_calibration: bool = False  # the runner's calibration gives the rule no process_sd prior
 
 
+def cache_path(cache_dir):
+    """The build cache: --cache-dir, else $SPEEDSTATS_CACHE, else DEFAULT_CACHE; absolute, since the
+    workers run in folders of their own, where a relative build folder on their PYTHONPATH would name
+    nothing and the environment's packages would be measured in its place."""
+    return Path(cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
+
+
 def run(options, progress=None):
     """Run the suite and everything after it; the exit status.
 
@@ -110,9 +117,7 @@ def _run_steps(options, progress):
     label_lookup = label_lookup_or_fail(options.required_label)
     keep_builds = keep_builds_or_fail(options.keep_builds)
     out = check_outputs(options)
-    # Absolute: the workers run in folders of their own, where a relative build folder on their
-    # PYTHONPATH would name nothing and the environment's packages would be measured in its place.
-    cache = Path(options.cache_dir or os.environ.get("SPEEDSTATS_CACHE") or DEFAULT_CACHE).absolute()
+    cache = cache_path(options.cache_dir)
     lock_timeout = lock_timeout_or_fail(suite, options.lock_timeout)
     progress(f"speedstats: suite {suite.name!r}, {len(suite.cases)} cases, device {device}, output {out}")
 
