@@ -2,8 +2,8 @@
 rule that counts their spread (its `process_sd`) costs in power and wall time: simulated runs of
 benchmarks/simulate_head_vs_base.py (the runner's own steps), rule by rule.
 
-    python benchmarks/interval_coverage.py [--trials 400] [--seed 1] [--process-sd 0.015,0.045]
-        [--changes 0,0.115,0.158] [--rules ";process_sd=0.045;process_sd=0.045,process_pairs=4"]
+    python benchmarks/interval_coverage.py [--trials 400] [--seed 1] [--process-sd 0,0.028,0.045]
+        [--changes 0,0.115,0.158] [--rules "process_sd=0;;process_sd=0.045"]
 
 Each rule is a `--rule` of the simulation (fields of head_vs_base, comma-separated; empty: the
 default), the rules separated by semicolons. Prints, per rule, model process sd and true change, the
@@ -24,7 +24,7 @@ _spec = importlib.util.spec_from_file_location("simulate_head_vs_base",
 simulation = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(simulation)
 
-DEFAULT_RULES = ";process_sd=0.045;process_sd=0.045,process_pairs=4"
+DEFAULT_RULES = "process_sd=0;;process_sd=0.045"
 
 
 def measure(rule, change, process_sd, trials, seed, band=0.04):
@@ -51,7 +51,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--process-sd", type=floats, default=[0.015, 0.045])
+    parser.add_argument("--process-sd", type=floats, default=[0.0, 0.028, 0.045])
     parser.add_argument("--changes", type=floats, default=[0.0, 0.115, 0.158])
     parser.add_argument("--rules", default=DEFAULT_RULES)
     args = parser.parse_args(argv)

@@ -2,6 +2,7 @@
 the wall time a baseline adds.
 
     python benchmarks/power_curve.py [--runs 20] [--head-only-runs 5] [--conditions LIST] [--json FILE]
+        [--process-sd SD]
 
 Runs `speedstats run` on the CPU over the smoke profile's ResNet50 case (batch 2, 3x64x64, old-bot
 mode) with OneFlow builds made from the pinned wheel (tests/oneflow_builds.py), --runs times per
@@ -103,6 +104,7 @@ def one_run(work, cache, head, base=None):
             "marks": marks((out / "comment.md").read_text(encoding="utf-8")),
             "pairs": [pair.get("ratio") for pair in paired.get("pairs") or []],
             "stages": paired.get("stages"),
+            "ratios": paired.get("ratios"),  # head/base of each round, to look at the interval again
             # The control's rounds and what its process did in each, to look at when its row said
             # unsteady.
             "control_rounds_s": control.get("rounds_s"),
@@ -196,6 +198,9 @@ def main(argv=None):
     parser.add_argument("--conditions", default=",".join(CONDITIONS),
                         help="comma-separated, of: " + ", ".join(CONDITIONS))
     parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--process-sd", type=float,
+                        help="the rule's head_vs_base.process_sd (default: the suite's); 0: the rounds' "
+                             "scatter alone, as before it counted pairs of processes")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.head_only_runs < 1:
         parser.error("--runs and --head-only-runs must be at least 1")
@@ -206,7 +211,8 @@ def main(argv=None):
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="speedstats-power-") as tmp:
         work = Path(tmp)
-        (work / "suite.yml").write_text(SUITE)
+        rule = "" if args.process_sd is None else f"head_vs_base: {{process_sd: {args.process_sd}}}\n"
+        (work / "suite.yml").write_text(SUITE + rule)
         cache = builds.BUILD_CACHE
         for head, base, _ in plan.values():  # installs every build once, outside the figures
             one_run(work, cache, head, base)

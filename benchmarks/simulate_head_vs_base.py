@@ -81,11 +81,12 @@ def simulate(change, rule, rng, sigma, sigma_iterations, process_sd, outliers, i
             true = shown()
             clock.now += 2 * WORKER_START_S
         elif isinstance(step, sequence.MeasureRound):
-            clock.now += iterations * head_step + ROUND_OVERHEAD_S if step.with_control else round_s
+            spent = iterations * head_step + ROUND_OVERHEAD_S if step.with_control else round_s
+            clock.now += spent
             noise = rng.gauss(0, sd)
             if rng.random() < outliers:
                 noise += rng.choice((-1, 1)) * abs(rng.gauss(0, 0.2))
-            steps.measured(math.exp(true + offset + noise))
+            steps.measured(math.exp(true + offset + noise), seconds=spent)
     verdict = steps.sequence.verdict()
     wall = (HEAD_ONLY_S - CASE_SHARE_OF_RUN_S + clock.now) / HEAD_ONLY_S
     return verdict, len(steps.sequence.ratios), wall, steps.sequence.confirming

@@ -13,7 +13,7 @@ import pytest
 from fakegithub import run_speedstats
 from speedstats import calibration as store
 from speedstats.analysis import calibration, sequence
-from speedstats.analysis.rule import MAX_PROCESS_SD, SequentialRule
+from speedstats.analysis.rule import MAX_PROCESS_SD, SequentialRule, runner_process_sd
 from speedstats.bench.schedule import RoundPlan
 from speedstats.calibrate_cli import calibrate_case, calibration_suite, report_table
 from speedstats.doctor_cli import calibration_rows
@@ -104,12 +104,17 @@ def test_the_simulated_rule_calls_a_large_slowdown_a_regression_and_no_change_no
 
 
 def test_a_quiet_runner_resolves_the_target_with_the_cheapest_rule_and_a_noisy_one_with_none():
-    found = calibration.rule_for_target(SequentialRule(), QUIET, target=0.05, trials=20)
+    found = calibration.rule_for_target(SequentialRule(process_sd=0.0), QUIET, target=0.05, trials=20)
     assert found is not None and found.found.share >= 0.95
     assert (found.rule.process_pairs, found.rule.pair_rounds) == (2, 5) and found.rule.min_effect < 0.05
+    # With the default prior (pairs of processes taken to spread 2%), a third pair: the interval's share
+    # of that spread shrinks with the pairs, not with the rounds.
+    found = calibration.rule_for_target(SequentialRule(), QUIET, target=0.05, trials=20)
+    assert (found.rule.process_pairs, found.rule.pair_rounds) == (3, 5) and found.found.share >= 0.95
     assert set(found.to_dict()) >= {"process_pairs", "pair_rounds", "min_effect", "share", "wall_s"}
     assert calibration.rule_for_target(SequentialRule(), NOISY, target=0.05, trials=20) is None
-    assert calibration.approximate_power(replace(SequentialRule(), min_effect=0.02), NOISY, 0.05) < 0.2
+    assert calibration.approximate_power(replace(SequentialRule(), min_effect=0.02, process_sd=0.08), NOISY,
+                                         0.05) < 0.2
 
 
 def test_the_smallest_change_resolved_grows_with_the_noise():
@@ -177,20 +182,22 @@ def test_the_file_is_kept_per_gpu_name_and_read_back_as_written(tmp_path):
 def test_run_takes_each_cases_process_sd_as_its_rules_prior(tmp_path, monkeypatch):
     monkeypatch.setattr("speedstats.gpuinfo.device_name", lambda device="cuda": CPU)
     monkeypatch.delenv("RUNNER_NAME", raising=False)
-    cases = [store.CaseCalibration(id="resnet50-bs2", process_sd=0.045),
-             store.CaseCalibration(id="resnet50-bs1", process_sd=0.9),  # beyond what a rule takes
+    cases = [store.CaseCalibration(id="resnet50-bs2", process_sd=0.045, pairs=6),
+             store.CaseCalibration(id="resnet50-bs1", process_sd=0.9, pairs=6),  # beyond what a rule takes
              store.CaseCalibration(id="swin-dataloader-w0", error="no figures")]
     store.write_calibration(store.calibration_path(tmp_path, CPU), a_calibration(cases, runner="gpu-7"))
     lines = []
     suite = load_suite(profile="smoke")
     rules, used = calibration_rules(suite, "cpu", tmp_path, ["oneflow", "oneflow_base"], RunOptions(),
                                     lines.append)
-    assert {case: rule.process_sd for case, rule in rules.items()} == {"resnet50-bs2": 0.045,
+    # Each measured on six pairs, pooled with the default 2% (weighing as ten pairs): 4.5% gives 3.1%.
+    pooled = ((10 * 0.02 ** 2 + 5 * 0.045 ** 2) / 15) ** 0.5
+    assert {case: rule.process_sd for case, rule in rules.items()} == {"resnet50-bs2": pooled,
                                                                         "resnet50-bs1": MAX_PROCESS_SD}
-    assert rules["resnet50-bs2"] == replace(suite.head_vs_base, process_sd=0.045)
+    assert rules["resnet50-bs2"] == replace(suite.head_vs_base, process_sd=pooled)
     assert used == {"file": "CPU_Test_CPU_2_cores.json", "measured_at": "2026-12-07T10:00:00Z",
-                    "runner": "gpu-7", "process_sd": {"resnet50-bs2": 0.045, "resnet50-bs1": MAX_PROCESS_SD}}
-    assert lines[0].startswith("speedstats: calibration CPU_Test_CPU_2_cores.json (") and "4.5%" in lines[0]
+                    "runner": "gpu-7", "process_sd": {"resnet50-bs2": pooled, "resnet50-bs1": MAX_PROCESS_SD}}
+    assert lines[0].startswith("speedstats: calibration CPU_Test_CPU_2_cores.json (") and "3.1%" in lines[0]
     # results.json declares it, and reads it back
     data = {"suite": "smoke", "device": "cpu", "gpu_name": CPU, "cases": [], "calibration": used}
     assert results_from_dict(data).calibration == used
@@ -205,9 +212,19 @@ def test_run_takes_each_cases_process_sd_as_its_rules_prior(tmp_path, monkeypatc
     assert lines[-1] == ("speedstats: calibration not used: CPU_Test_CPU_2_cores.json is runner 'gpu-7''s, "
                          "this is 'gpu-8'")
     monkeypatch.setenv("RUNNER_NAME", "gpu-7")
-    suite.head_vs_base = replace(suite.head_vs_base, process_sd=0.02)
+    suite.head_vs_base = replace(suite.head_vs_base, process_sd=0.03)
     assert calibration_rules(suite, "cpu", tmp_path, ["oneflow", "oneflow_base"], RunOptions(),
                              lines.append) == ({}, None)
+
+
+def test_a_runners_prior_pools_its_measured_spread_with_the_default_by_the_pairs_it_rests_on():
+    # Six pairs that agreed (0%) leave most of the default's 2%; forty pairs of 0% bring it near 0.
+    assert runner_process_sd(0.0, 6) == pytest.approx(0.02 * (10 / 15) ** 0.5)
+    assert runner_process_sd(0.0, 41) == pytest.approx(0.02 * (10 / 50) ** 0.5)
+    assert runner_process_sd(0.02, 6) == pytest.approx(0.02)
+    assert runner_process_sd(0.08, 200) == pytest.approx(0.08, rel=0.03)
+    assert runner_process_sd(0.9, 200) == MAX_PROCESS_SD and runner_process_sd(0.3, 0) == pytest.approx(0.02)
+    assert store.CaseCalibration(id="c", process_sd=0.0, pairs=6).prior == runner_process_sd(0.0, 6)
 
 
 def test_an_unreadable_file_is_a_note_for_run_and_a_warning_for_doctor(tmp_path, monkeypatch):

@@ -27,6 +27,10 @@ def noisy_ratios(change, count, seed, sd=0.106):
 
 # A suite's rule that asks for a third pair of processes before "no change" (the default asks for two).
 THREE_PAIRS = SequentialRule(no_change_pairs=3)
+# Where the spread between processes is not what a test is about: a runner taken to have none (a suite's
+# `process_sd: 0`), so that pairs of 1% scatter can tell "no change" on two pairs.
+SAME_PROCESSES = SequentialRule(process_sd=0.0)
+SAME_PROCESSES_THREE_PAIRS = SequentialRule(no_change_pairs=3, process_sd=0.0)
 
 
 def drive(ratios, rule=DEFAULT_RULE, confirm=True):
@@ -209,7 +213,8 @@ def test_no_change_on_three_pairs_of_processes_needs_a_third_and_one_that_shows_
     # work can): +1.0% and +2.5%, the interval inside the band. Where the suite asks for three pairs,
     # that is not yet "no change".
     hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
-    rounds, actions = drive(hid_twice + noisy_ratios(0.0, 30, seed=33, sd=0.01), THREE_PAIRS)
+    rounds, actions = drive(hid_twice + noisy_ratios(0.0, 30, seed=33, sd=0.01),
+                            SAME_PROCESSES_THREE_PAIRS)
     first_look = rounds.looks[0]
     assert first_look.rounds == 10 and first_look.high < 1.04 and first_look.short_of_pairs
     assert first_look.verdict == stats.INCONCLUSIVE and not first_look.stop
@@ -220,7 +225,8 @@ def test_no_change_on_three_pairs_of_processes_needs_a_third_and_one_that_shows_
     assert verdict.stopped == SHOWN and not verdict.short_of_pairs
     assert [look["rounds"] for look in verdict.looks] == [10, 15]
     # A third pair that shows it (+12%, started head first as the first was): never "no change".
-    rounds, actions = drive(hid_twice + noisy_ratios(0.12, 30, seed=34, sd=0.01), THREE_PAIRS)
+    rounds, actions = drive(hid_twice + noisy_ratios(0.12, 30, seed=34, sd=0.01),
+                            SAME_PROCESSES_THREE_PAIRS)
     verdict = rounds.verdict()
     assert actions[9] == NEW_PAIR and verdict.stages[:3] == [5, 5, 5]
     assert verdict.verdict != stats.NO_CHANGE and verdict.pairs[2]["low"] > 1.09
@@ -231,7 +237,7 @@ def test_no_change_on_three_pairs_of_processes_needs_a_third_and_one_that_shows_
     assert SequentialRule(no_change_pairs=1).settling_pairs == 2  # never fewer than the first look's
     assert SequentialRule(no_change_pairs=4, max_rounds=20).settling_pairs == 4
     # Two pairs say "no change" with the default rule, which asks for two.
-    verdict = drive(hid_twice + [1.0] * 30)[0].verdict()
+    verdict = drive(hid_twice + [1.0] * 30, SAME_PROCESSES)[0].verdict()
     assert verdict.verdict == stats.NO_CHANGE and verdict.rounds == 10
     with pytest.raises(ValueError, match="no_change_pairs: must be between 1 and 10, got 0"):
         SequentialRule.from_dict({"no_change_pairs": 0})
@@ -243,7 +249,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     # work in both pairs (+1.0% and +2.5%, the interval inside the band).
     hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
     busy = [0.22 + 0.01 * math.sin(k) for k in range(len(hid_twice))]
-    rounds = Rounds()
+    rounds = Rounds(SAME_PROCESSES)
     for ratio, work in zip(hid_twice, busy):
         rounds.add(ratio, work=work)
     # Decided at the first look: no third pair, since more processes cannot make that work vanish.
@@ -258,7 +264,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     # The same extra work within the band's share of a step (A/A scatters about 0.5% of one): "no
     # change", as without the figures; where a third pair is asked for, the rule goes on to it.
     quiet = [0.005 * math.sin(k) for k in range(len(hid_twice))]
-    for rule, action in ((DEFAULT_RULE, DONE), (THREE_PAIRS, NEW_PAIR)):
+    for rule, action in ((SAME_PROCESSES, DONE), (SAME_PROCESSES_THREE_PAIRS, NEW_PAIR)):
         rounds = Rounds(rule)
         for ratio, work in zip(hid_twice, quiet):
             rounds.add(ratio, work=work)
@@ -266,7 +272,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
     assert rounds.looks[0].short_of_pairs
     # An interval that reaches past the band is enough to hold "no change" back (3% of a step, up to 6%).
     reaching = [0.03 + 0.03 * (-1) ** k for k in range(10)]
-    look = look_at(hid_twice, work=reaching)
+    look = look_at(hid_twice, SAME_PROCESSES, work=reaching)
     assert look.verdict == stats.INCONCLUSIVE and look.stopped == HIDDEN_WORK
     assert look.hidden_work["high"] > 0.04 > look.hidden_work["share"]
     # A head slower than the band is judged on its time whatever its main thread did; a round without
@@ -278,7 +284,7 @@ def test_a_head_as_fast_whose_main_thread_works_more_is_never_no_change():
 
 def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_and_says_why():
     hid_twice = noisy_ratios(0.010, 5, seed=31, sd=0.01) + noisy_ratios(0.025, 5, seed=32, sd=0.01)
-    rounds, _ = drive(hid_twice + [1.0, 1.0], THREE_PAIRS)
+    rounds, _ = drive(hid_twice + [1.0, 1.0], SAME_PROCESSES_THREE_PAIRS)
     assert rounds.settling and rounds.action == MORE and rounds.stages == [5, 5, 2]
     rounds.stop_now()  # the case's cap: the third pair measured 2 rounds, too few to count
     verdict = rounds.verdict()
@@ -287,7 +293,7 @@ def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_a
     assert paired_text(verdict) == "inconclusive after 12 rounds: no change in 2 pairs of processes, 3 needed"
     assert PairedVerdict.from_dict(verdict.to_dict()) == verdict
     # Three rounds of the third pair count: the look on what there is may say "no change".
-    rounds, _ = drive(hid_twice + [1.0, 1.0, 1.0], THREE_PAIRS)
+    rounds, _ = drive(hid_twice + [1.0, 1.0, 1.0], SAME_PROCESSES_THREE_PAIRS)
     rounds.stop_now()
     assert rounds.verdict().verdict == stats.NO_CHANGE and rounds.verdict().stopped == SHOWN
     # While the pair is measured, the time budget is what the case's cap leaves after what is kept for
@@ -513,30 +519,43 @@ def test_only_missed_thresholds_are_measured_again_in_fresh_processes():
     assert case_flags(record, spec, "CPU") == ["resnet50-bs2: relative speed 0.20 is below 0.25"]
 
 
-def test_a_rule_that_counts_the_spread_between_processes_does_not_call_two_disagreeing_pairs_a_regression():
+def test_the_default_rule_counts_the_spread_between_processes_and_calls_no_disagreeing_pairs_a_regression():
     # An A/A run on the CPU (issue 49): both pairs had the head slower, +14.4% and +7.6%; from the rounds'
     # scatter alone the look called it a regression, +11.2% (+4.8% to +18.1%).
     ratios = [1.61, 1.22, 1.12, 0.75, 1.19, 1.07, 1.04, 1.05, 1.12, 1.10]
-    alone = look_at(ratios, DEFAULT_RULE, stages=[5, 5])
+    alone = look_at(ratios, SAME_PROCESSES, stages=[5, 5])
     assert (alone.verdict, round(alone.low, 3), round(alone.high, 3)) == ("regression", 1.048, 1.181)
-    counted = look_at(ratios, SequentialRule(process_sd=0.045), stages=[5, 5])
-    assert counted.verdict == stats.INCONCLUSIVE and counted.low < 1 < counted.high
+    # The default rule takes pairs of processes to spread by 2% (its prior) besides what they show.
+    for rule in (DEFAULT_RULE, SequentialRule(process_sd=0.045)):
+        counted = look_at(ratios, rule, stages=[5, 5])
+        assert counted.verdict == stats.INCONCLUSIVE and counted.low < 1 < counted.high
     # A slowdown both pairs show alike stays a regression; one pair alone has no spread to count.
     slower = [1.25, 1.27, 1.24, 1.26, 1.25, 1.26, 1.25, 1.27, 1.24, 1.26]
     assert look_at(slower, SequentialRule(process_sd=0.045), stages=[5, 5]).verdict == stats.REGRESSION
     one_pair = look_at(ratios, SequentialRule(process_sd=0.045), stages=[10])
-    assert (one_pair.low, one_pair.high) == pytest.approx((look_at(ratios, DEFAULT_RULE, stages=[10]).low,
-                                                          look_at(ratios, DEFAULT_RULE, stages=[10]).high))
+    assert (one_pair.low, one_pair.high) == pytest.approx((look_at(ratios, SAME_PROCESSES, stages=[10]).low,
+                                                          look_at(ratios, SAME_PROCESSES, stages=[10]).high))
     with pytest.raises(ValueError, match="process_sd: must be between 0 and 0.5, got 0.7"):
         SequentialRule.from_dict({"process_sd": 0.7})
 
 
-def test_with_a_process_sd_the_rounds_after_a_look_are_measured_in_fresh_pairs():
-    rule = SequentialRule(process_sd=0.03, futility_z=0.0)
-    rounds, actions = drive(noisy_ratios(0.05, 40, seed=3), rule)
-    # The first look straddled the band: the next ten rounds in two fresh pairs of five, not in the
-    # second pair's processes.
-    assert actions[9] == NEW_PAIR and actions[14] == NEW_PAIR
-    assert rounds.verdict().stages[:4] == [5, 5, 5, 5]
-    plain, _ = drive(noisy_ratios(0.05, 40, seed=3), SequentialRule(futility_z=0.0))
-    assert len(plain.verdict().stages) == 2  # the rounds after the first look go on in the second pair
+def test_rounds_piled_into_one_pair_count_more_but_never_as_if_its_process_were_the_only_one():
+    # The first look's two pairs (0% and +2%), then 25 more rounds in the second pair's processes (+8%),
+    # as the rule measures after a look that straddles the band: the A/A runs on the CPU that missed
+    # no change had such a last pair.
+    first, second = noisy_ratios(0.0, 5, seed=41, sd=0.03), noisy_ratios(0.08, 30, seed=42, sd=0.03)
+    ratios, stages = first + second, [5, 30]
+    pooled = look_at(ratios, SAME_PROCESSES, stages=stages)
+    counted = look_at(ratios, DEFAULT_RULE, stages=stages)
+    # Rounds taken as if from one process: +7.5% (+6.2% to +8.8%), a regression. Each pair weighed by
+    # the inverse of its mean's variance, the rounds' and the 2% spread's: nearer the long pair than
+    # the pairs' midpoint, and an interval that reaches far into the band.
+    assert pooled.verdict == stats.REGRESSION and pooled.ratio == pytest.approx(1.075, abs=0.002)
+    midpoint = sum(stats.trimmed_mean([math.log(x) for x in part]).mean for part in (first, second)) / 2
+    assert midpoint < math.log(counted.ratio) < math.log(pooled.ratio)
+    assert counted.verdict == stats.INCONCLUSIVE
+    assert counted.low < 1.04 and counted.high - counted.low > 3 * (pooled.high - pooled.low)
+    # Pairs of equal rounds weigh alike: the plain mean of the pairs' means.
+    even = look_at(first + second[:5], DEFAULT_RULE, stages=[5, 5])
+    means = [stats.trimmed_mean([math.log(x) for x in part]).mean for part in (first, second[:5])]
+    assert math.log(even.ratio) == pytest.approx(sum(means) / 2)

@@ -91,10 +91,11 @@ def rule(**fields):
     """The head-vs-base rule with looks at 3, 5, 7 and 9 rounds, one pair of head and base processes
     (unless a test asks for more), and a time budget that a slow machine does not spend (extra rounds
     may take up to 100 times the planned rounds' time, at most 600 s, and the case 101 times its first
-    look's)."""
+    look's), on processes taken not to differ (process_sd 0): these tests are about the steps, and their
+    pairs of three rounds could never say "no change" against the default spread between pairs."""
     return SequentialRule(**{"first_rounds": 3, "step_rounds": 2, "max_rounds": 9, "extra_factor": 100.0,
                              "leaning_extra_factor": 100.0, "process_pairs": 1, "case_cap_factor": 101.0,
-                             **fields})
+                             "process_sd": 0.0, **fields})
 
 
 def paired_plan(ratios, base_s=0.01, pytorch_s=0.02):

@@ -4,6 +4,7 @@ one loop the scheduler and the simulation both execute."""
 import importlib.util
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,10 +64,39 @@ def test_a_large_slowdown_stops_at_the_first_look_after_two_pairs_and_the_contro
     assert steps.sequence.verdict().verdict == "regression"
 
 
+def test_the_rounds_after_a_look_go_to_fresh_pairs_only_where_their_start_buys_more_precision():
+    # Rounds that scatter 3% around +5%, on a runner whose pairs of processes spread 5% (process_sd): the
+    # first look straddles the band. A start that costs half a round: the next ten rounds in a fresh
+    # pair (two would leave each fewer than a pair's five), since more rounds in the same processes
+    # could not shrink the spread between them.
+    rule = SequentialRule(process_sd=0.05, futility_z=10.0, max_rounds=400, extra_factor=2.0,
+                          leaning_extra_factor=2.0,
+                          case_cap_factor=4.0)
+    rng = random.Random(5)
+    ratios = [math.exp(math.log(1.05) + rng.gauss(0, 0.03)) for _ in range(40)]
+    cheap = Steps(rule, clock=Clock())
+    seen = execute(cheap, cheap.clock, lambda k: ratios[(k - 1) % 40], round_s=1.0, start_s=0.5)
+    assert kinds(seen)[:13] == ["MeasureRound"] * 5 + ["StartPair"] + ["MeasureRound"] * 5 + [
+        "EndControl", "StartPair"]
+    assert cheap.sequence.pair_start_rounds == pytest.approx(0.5)
+    assert cheap.sequence.verdict().stages[:3] == [5, 5, 10]
+    assert seen[12].notes == ("head vs base: 10 rounds measured; the next ones in a fresh pair of processes",)
+    # A start that costs 30 rounds buys none: the rounds go on in the second pair.
+    dear = Steps(rule, clock=Clock())
+    seen = execute(dear, dear.clock, lambda k: ratios[(k - 1) % 40], round_s=1.0, start_s=30.0)
+    assert dear.sequence.pair_start_rounds == pytest.approx(30.0)
+    assert kinds(seen).count("StartPair") == 1 and len(dear.sequence.verdict().stages) == 2
+    # Processes taken not to differ, or rounds driven without a clock: never.
+    plain = Steps(replace(rule, process_sd=0.0), clock=Clock())
+    seen = execute(plain, plain.clock, lambda k: ratios[(k - 1) % 40], round_s=1.0, start_s=0.5)
+    assert kinds(seen).count("StartPair") == 1
+
+
 def test_the_rounds_after_the_first_look_time_only_the_head_and_the_base_within_the_time_budget():
     clock = Clock()
     rng = random.Random(3)
-    rule = SequentialRule(max_rounds=400, futility_z=0.0)
+    # Processes taken not to differ (process_sd 0): the rounds stay in the second pair's processes.
+    rule = SequentialRule(max_rounds=400, futility_z=0.0, process_sd=0.0)
     steps = Steps(rule, clock=clock)
     seen = execute(steps, clock, lambda k: math.exp(math.log(1.04) + rng.gauss(0, 0.08)))
     rounds = [step for step in seen if isinstance(step, MeasureRound)]

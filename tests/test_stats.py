@@ -159,6 +159,25 @@ def test_the_mean_of_pairs_counts_their_spread_pooled_with_the_prior():
         stats.pairs_mean(same[:1], prior_sd=0.01)
 
 
+def test_the_mean_of_pairs_in_two_start_orders_weighs_the_orders_alike():
+    # The build started first 10% slower: pairs 0 and 2 (+10%), 1 and 3 (-10%), one of them longer.
+    steady = [0.0, 0.01, -0.01, 0.005, -0.005]
+    groups = [[x + 0.1 for x in steady], [x - 0.1 for x in steady], [x + 0.1 for x in steady * 3],
+              [x - 0.1 for x in steady]]
+    order = [True, False, True, False]
+    by_order = stats.pairs_mean(groups, prior_sd=0.02, prior_df=10, strata=order)
+    # The orders cancel; within each order the pairs agree, so the spread is the prior's alone.
+    assert by_order.mean == pytest.approx(0.0, abs=1e-12)
+    assert by_order.se == pytest.approx(stats.pairs_mean([steady] * 2 + [steady * 3, steady], prior_sd=0.02,
+                                                         prior_df=10, strata=order).se, rel=1e-9)
+    # Without the orders, their difference is spread between pairs: so wide that the pairs weigh all but
+    # alike, and a far wider interval.
+    mixed = stats.pairs_mean(groups, prior_sd=0.02, prior_df=10)
+    assert abs(mixed.mean) < 0.001 and mixed.se > 3 * by_order.se
+    with pytest.raises(ValueError, match="one stratum per group"):
+        stats.pairs_mean(groups, prior_sd=0.02, strata=order[:3])
+
+
 def test_the_chi_square_quantiles_are_scipys():
     # scipy.stats.chi2.ppf: (0.025, 1) 0.000982, (0.025, 2) 0.0506, (0.025, 3) 0.2158, (0.025, 9) 2.700,
     # (0.975, 9) 19.023, (0.975, 70) 95.023

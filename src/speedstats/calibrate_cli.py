@@ -109,7 +109,7 @@ def calibrate_case(case, rule, target, power, trials, seed=0):
     found = analysis.scatter(paired.ratios, paired.stages)
     round_s, start_s = case_costs(case)
     noise = analysis.Noise(found.round_sd, found.process_sd, round_s, start_s)
-    told = analysis.resolution(rule, noise, target, power, trials, seed)
+    told = analysis.resolution(rule, noise, target, power, trials, seed, pairs=found.pairs)
     smallest = told.smallest
     return CaseCalibration(
         id=case.id, pairs=found.pairs, rounds=found.rounds, round_sd=found.round_sd,

@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from speedstats.analysis.rule import MAX_PROCESS_PAIRS, MAX_PROCESS_SD
+from speedstats.analysis.rule import DEFAULT_PROCESS_SD, MAX_PROCESS_PAIRS, runner_process_sd
 from speedstats.errors import UserError
 from speedstats.results import CalibrationUsed
 from speedstats.settings import read_record, setting
@@ -62,8 +62,9 @@ class CaseCalibration:
 
     @property
     def prior(self):
-        """The process sd `run` uses as the rule's prior (at most what the rule takes), None without one."""
-        return None if self.process_sd is None else min(self.process_sd, MAX_PROCESS_SD)
+        """The process sd `run` uses as the rule's prior, None without one: the measured one pooled with
+        the default by the pairs it rests on (analysis.rule.runner_process_sd)."""
+        return None if self.process_sd is None else runner_process_sd(self.process_sd, self.pairs)
 
 
 @dataclass
@@ -168,10 +169,10 @@ def age_text(seconds):
 def for_run(cache, gpu_name, suite):
     """The calibration `run` uses for its rule: ({case id: process_sd}, CalibrationUsed, note), or
     ({}, None, note) when none applies; note says why (None when there is simply no file). A suite that
-    sets head_vs_base.process_sd keeps it. A file that cannot be read is a note, not an error: the run
-    goes on without it."""
+    sets head_vs_base.process_sd to other than the default keeps it. A file that cannot be read is a
+    note, not an error: the run goes on without it."""
     path = calibration_path(cache, gpu_name)
-    if suite.head_vs_base.process_sd > 0:
+    if suite.head_vs_base.process_sd != DEFAULT_PROCESS_SD:
         return {}, None, None
     try:
         calibration = read_calibration(path)

@@ -655,6 +655,7 @@ def speed_stats_notes_context(results, verdict, show_memory=False, suite=None):
         # results.upgrade gave the rules of older runs the fields they lacked
         "process_pairs": rule["pairs"], "disagreement_pairs": rule["disagreement_pairs"],
         "settling_pairs": rule["settling_pairs"],
+        "pairs_counted": bool(rule.get("process_sd")) and rule["pairs"] > 1,
         # Results of runs before the main thread's CPU time was measured: no such check to describe.
         "work_checked": any(case.paired is not None and case.paired.work for case in results.cases),
         "fail_mark": trusted(verdicts.FAIL_MARK), "warn_mark": trusted(verdicts.WARN_MARK),

@@ -31,6 +31,7 @@ from speedstats.analysis.rule import (
     MAX_ROUNDS,
     PROCESS_SD_DF,
     SequentialRule,
+    runner_process_sd,
 )
 
 DEFAULT_TARGET = 0.05
@@ -194,14 +195,18 @@ def first_look_s(rule: SequentialRule, noise: Noise):
 
 def approximate_power(rule: SequentialRule, noise: Noise, change: float):
     """The share of runs whose first look calls a head `change` slower a regression, by the normal
-    approximation of its interval (the pairs' spread and the rounds' scatter, t quantile at the
-    degrees of freedom the look would have): to choose which rules are worth simulating."""
+    approximation: the estimate scatters as the noise has it, the interval is as wide as the rule's
+    prior and the rounds' scatter make it (t quantile at the degrees of freedom the look would have):
+    to choose which rules are worth simulating."""
     pairs, rounds = rule.pairs, rule.first_rounds
-    se = math.sqrt(noise.process_sd ** 2 / pairs + noise.round_sd ** 2 / rounds)
+    scatter = math.sqrt(noise.process_sd ** 2 / pairs + noise.round_sd ** 2 / rounds)
+    width = math.sqrt(rule.process_sd ** 2 / pairs + noise.round_sd ** 2 / rounds)
     df = pairs - 1 + PROCESS_SD_DF if rule.process_sd > 0 else rounds - 1
     t = stats.t_quantile(1 - (1 - rule.look_confidence) / 2, df)
     gap = math.log1p(change) - math.log1p(rule.min_effect)
-    return statistics.NormalDist().cdf(gap / se - t) if se > 0 else float(gap > 0)
+    if scatter == 0:
+        return float(gap > t * width)
+    return statistics.NormalDist().cdf((gap - t * width) / scatter)
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,7 @@ def rule_for_target(rule: SequentialRule, noise: Noise, target=DEFAULT_TARGET, p
     power_wanted of the simulated runs; None when none of those simulated does (at most
     MAX_SIMULATED_RULES are)."""
     screen = power_wanted - SCREEN_MARGIN
-    candidates = sorted((c for c in candidate_rules(rule, noise.process_sd, target)
+    candidates = sorted((c for c in candidate_rules(rule, rule.process_sd, target)
                          if approximate_power(c, noise, target) >= screen),
                         key=lambda c: first_look_s(c, noise))
     for candidate in candidates[:MAX_SIMULATED_RULES]:
@@ -251,14 +256,15 @@ class Resolution:
 
 
 def resolution(rule: SequentialRule, noise: Noise, target=DEFAULT_TARGET, power_wanted=DEFAULT_POWER,
-               trials=DEFAULT_TRIALS, seed=0) -> Resolution:
-    """The smallest change the rule (with noise.process_sd as its prior, as `run` would use it) resolves,
-    its wall time on an unchanged head, and the cheapest rule found that resolves `target`."""
+               trials=DEFAULT_TRIALS, seed=0, pairs=MAX_PROCESS_PAIRS) -> Resolution:
+    """The smallest change the rule resolves, with noise.process_sd (measured on `pairs` pairs) pooled
+    into its prior as `run` takes it (runner_process_sd), its wall time on an unchanged head, and the
+    cheapest rule found that resolves `target`."""
     if not 0 < target < 1:
         raise ValueError(f"target: must be between 0 and 1, got {target!r}")
     if not 0.5 <= power_wanted < 1:
         raise ValueError(f"power: must be at least 0.5 and below 1, got {power_wanted!r}")
-    rule = replace(rule, process_sd=min(noise.process_sd, MAX_PROCESS_SD))
+    rule = replace(rule, process_sd=runner_process_sd(noise.process_sd, pairs))
     smallest = smallest_resolved(rule, noise, power_wanted, trials, seed)
     unchanged = power(rule, noise, 0.0, trials, seed)
     return Resolution(rule, smallest, unchanged.wall_s, target, power_wanted,

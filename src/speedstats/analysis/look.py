@@ -19,6 +19,7 @@ from typing import Sequence
 from speedstats.analysis import stats
 from speedstats.analysis.pairs import (
     by_start_order,
+    head_starts_first,
     log_ratios_per_pair,
     measured_pairs,
     pair_estimates,
@@ -111,11 +112,14 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
         estimate = stats.midpoint(head_first, base_first)
     else:
         estimate = stats.trimmed_mean(logs, rule.trim)
-    # With the rule's process_sd, the interval counts how pairs of processes spread too (each pair's
-    # estimate weighed alike): a random effect for the pair, its spread pooled with that prior.
-    groups = [group for group in log_ratios_per_pair(ratios, stages) if len(group) >= 2]
+    # With the rule's process_sd, the interval counts how pairs of processes spread too: a random effect
+    # for the pair, its spread pooled with that prior, each start order weighed alike when it counts.
+    groups = [(pair, group) for pair, group in enumerate(log_ratios_per_pair(ratios, stages))
+              if len(group) >= 2]
     if rule.process_sd > 0 and len(groups) >= 2:
-        estimate = stats.pairs_mean(groups, rule.process_sd, PROCESS_SD_DF, rule.trim)
+        strata = [head_starts_first(pair) for pair, _ in groups] if by_order else None
+        estimate = stats.pairs_mean([group for _, group in groups], rule.process_sd, PROCESS_SD_DF,
+                                    rule.trim, strata=strata)
     low, high = estimate.interval(rule.look_confidence)
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)

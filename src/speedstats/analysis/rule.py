@@ -25,8 +25,22 @@ MAX_EXTRA_FACTOR = 100
 MAX_EXTRA_S = 86400
 MAX_PROCESS_PAIRS = 10
 MAX_PROCESS_SD = 0.5  # a spread between processes of 50% (log) would leave nothing to measure
-PROCESS_SD_DF = 2.0  # the degrees of freedom the rule's process_sd weighs as, against the pairs' own
+# The spread between pairs of processes a runner that has not calibrated is taken to have (sd of a pair's
+# true log ratio: on the CPU here the pairs of 40 A/A runs fit 0% to 3%), and the pairs' worth of
+# evidence it weighs as against a run's own pairs (docs/measurements.md, "Does the interval cover the
+# change?"). A calibration's figure is pooled with it (speedstats.calibration).
+DEFAULT_PROCESS_SD = 0.02
+PROCESS_SD_DF = 10.0
 MAX_RATIO = 1e6  # head/base ratios and their interval (a million times slower is not a benchmark)
+
+
+def runner_process_sd(measured: float, pairs: int) -> float:
+    """The process_sd prior for a runner whose A/A pairs (`pairs` of them) spread by `measured`: pooled
+    with the default, which weighs as PROCESS_SD_DF pairs, so that a few pairs that happened to agree
+    do not make processes that never differ (at most MAX_PROCESS_SD)."""
+    df = max(0, pairs - 1)
+    pooled = (PROCESS_SD_DF * DEFAULT_PROCESS_SD ** 2 + df * measured ** 2) / (PROCESS_SD_DF + df)
+    return min(pooled ** 0.5, MAX_PROCESS_SD)
 
 
 @dataclass
@@ -78,10 +92,10 @@ class SequentialRule:
     no_change_pairs: int = 2
     futility_z: float = 1.0  # how sure the rule must be that more rounds cannot decide, before stopping
     # The spread between pairs of processes (sd of their log ratios' true means) the interval counts
-    # besides the rounds' scatter, as a prior pooled with the pairs' own spread (PROCESS_SD_DF degrees
-    # of freedom); 0: the rounds' scatter alone (docs/measurements.md, "Does the interval cover the
-    # change?").
-    process_sd: float = 0.0
+    # besides the rounds' scatter, as a prior pooled with the pairs' own spread (PROCESS_SD_DF pairs'
+    # worth): each pair weighed by the inverse of its variance, so rounds piled into one process never
+    # count as if it were the only one. 0: the rounds' scatter alone, as if processes never differed.
+    process_sd: float = DEFAULT_PROCESS_SD
     # Rounds after the first look: at most this share of the first look's wall time when its estimate
     # lies inside the band, leaning_extra_factor when it lies beyond (a case that leans slower or faster
     # is the one worth more rounds), and at most max_extra_s seconds either way.

@@ -18,8 +18,8 @@ from speedstats.analysis import stats
 from speedstats.analysis.attribution import MIN_ROUNDS as MIN_PROFILED_ROUNDS
 from speedstats.analysis.look import DISAGREE, ROUNDS_BUDGET, TIME_BUDGET, Look, look
 from speedstats.analysis.paired import PairedVerdict, judge_paired
-from speedstats.analysis.pairs import head_starts_first
-from speedstats.analysis.rule import DEFAULT_RULE, SequentialRule
+from speedstats.analysis.pairs import head_starts_first, log_ratios_per_pair
+from speedstats.analysis.rule import DEFAULT_RULE, MAX_PROCESS_PAIRS, SequentialRule
 
 MORE, NEW_PAIR, CONFIRM, DONE = "more", "new pair", "confirm", "done"
 
@@ -55,6 +55,9 @@ class Rounds:
             self._cap = rule.max_rounds  # no room to confirm within the budget: the first processes decide
             self.confirm = False
         self._next = rule.first_rounds
+        # What starting a fresh pair of processes costs, in rounds' time (Steps measures it); None: not
+        # known, and the rounds after a look stay in the processes there are.
+        self.pair_start_rounds: float | None = None
 
     def add(self, ratio: float, work: float | None = None):
         """One round's ratio head/base, and its share of a step that the head's main thread worked more
@@ -98,8 +101,10 @@ class Rounds:
             return
         if not result.stop:
             self._next = self._next_after(len(self.ratios))
-            if self.rule.process_sd > 0 and self._next is not None and not self.confirming:
-                self._fresh_pairs(len(self.ratios), self._next)
+            if self._next is not None and not self.confirming:
+                fresh = self._fresh_pairs_pay(len(self.ratios), self._next)
+                if fresh:
+                    self._fresh_pairs(len(self.ratios), self._next, fresh)
             return
         confirm = self.confirm and not self.confirming and reason != TIME_BUDGET
         if result.verdict == stats.REGRESSION and confirm:
@@ -111,12 +116,40 @@ class Rounds:
             return
         self.action, self.stopped = DONE, result.stopped
 
-    def _fresh_pairs(self, rounds, following):
-        """With the rule's process_sd the interval counts how pairs of processes spread, which more rounds in
-        the same processes cannot shrink: the rounds up to the next look are measured in fresh pairs of
-        pair_rounds each."""
-        more = max(1, (following - rounds) // self.rule.pair_rounds)
-        self.pair_starts += [rounds + (following - rounds) * i // more for i in range(1, more)]
+    def _fresh_pairs_pay(self, rounds, following):
+        """How many fresh pairs to measure the rounds up to the next look in (0: they stay in the last
+        pair): the fewest, of those that buy the estimate the least variance for the same time, each
+        fresh pair paying its start out of the rounds (the rounds' scatter pooled within pairs, the
+        rule's process_sd between them). More rounds in one process cannot shrink the spread between
+        processes; a fresh pair can, at the price of its start."""
+        rule, more = self.rule, following - rounds
+        if rule.process_sd <= 0 or self.pair_start_rounds is None:
+            return 0
+        groups = [g for g in log_ratios_per_pair(self.ratios, self.stages) if len(g) >= 2]
+        if not groups:
+            return 0
+        scatter = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
+        round_var = scatter / sum(len(g) - 1 for g in groups)
+        between = rule.process_sd ** 2
+
+        def variance(sizes):
+            return 1 / sum(1 / (round_var / n + between) for n in sizes)
+
+        sizes = [len(g) for g in groups]
+        best, least = 0, variance(sizes[:-1] + [sizes[-1] + more])
+        start = max(0.0, self.pair_start_rounds)
+        for fresh in range(1, MAX_PROCESS_PAIRS - len(self.stages) + 1):
+            each = (more - fresh * start) / fresh
+            if each < rule.pair_rounds:
+                break
+            tried = variance(sizes + [each] * fresh)
+            if tried < least:
+                best, least = fresh, tried
+        return best
+
+    def _fresh_pairs(self, rounds, following, fresh):
+        """The rounds up to the next look measured in `fresh` fresh pairs, sharing them evenly."""
+        self.pair_starts += [rounds + (following - rounds) * i // fresh for i in range(1, fresh)]
         self.stages.append(0)
         self.action = NEW_PAIR
 
@@ -249,6 +282,8 @@ class Steps:
         self._control_ended = False
         self._pair_started = False  # a fresh pair was started and has measured no round yet
         self._last_pair_s = 0.0  # the head's and the base's last timed rounds together
+        self._rounds_s = 0.0  # every timed round's head and base seconds together
+        self._pair_started_at = None  # when the last fresh pair was asked for (its start is timed)
         self._failed = False
         self._profile = None  # once the rounds stopped: the profiled rounds' plan (done at once: none)
 
@@ -257,6 +292,13 @@ class Steps:
         round (None: not measured), and the head's and the base's seconds together."""
         self._pair_started = False
         self._last_pair_s = seconds
+        self._rounds_s += seconds
+        if self._pair_started_at is not None and seconds > 0:
+            # The pair's start: from the step that asked for it to its first round's end, less the round
+            # (in the first look, the control's share of that round counts as start: dearer, never cheaper).
+            start_s = self.clock() - self._pair_started_at - seconds
+            self.sequence.pair_start_rounds = start_s / (self._rounds_s / (len(self.sequence.ratios) + 1))
+            self._pair_started_at = None
         self.sequence.add(ratio, work=work)
         if self._first_look_at is None and len(self.sequence.ratios) >= self.planned_rounds:
             self._first_look_at = self.clock()
@@ -302,6 +344,7 @@ class Steps:
                 note = f"head vs base: {done} rounds measured; the next ones in a fresh pair of processes"
             self.pair += 1
             self._pair_started = True
+            self._pair_started_at = self.clock()
             return StartPair(self.pair, head_starts_first(self.pair), confirming, (note,))
         with_control = done < self.planned_rounds and not sequence.confirming
         return MeasureRound(done + 1, with_control)

@@ -194,26 +194,51 @@ def midpoint(a: TrimmedMean, b: TrimmedMean) -> TrimmedMean:
 
 
 def pairs_mean(groups: Sequence[Sequence[float]], prior_sd: float, prior_df: float = 2.0,
-               trim: float = DEFAULT_TRIM) -> TrimmedMean:
-    """The mean of groups of values measured in different processes, each group's trimmed mean weighed
-    alike, with a standard error that counts how the groups' true means spread as well as how each
-    group's values scatter (a random effect for the group). The spread, var(group means) less what the
-    groups' own scatter explains, is pooled with prior_sd over prior_df degrees of freedom: with two
-    groups it is all but unknown. Degrees of freedom: Welch-Satterthwaite's. Needs 2 groups of at least
-    2 values each."""
+               trim: float = DEFAULT_TRIM, strata: Sequence[int] | None = None) -> TrimmedMean:
+    """The mean of groups of values measured in different processes, with a standard error that counts
+    how the groups' true means spread as well as how each group's values scatter (a random effect for
+    the group). Each group is weighed by the inverse of its mean's variance, its values' (their
+    scatter pooled over the groups) plus the spread's: a group with more values counts more, but never
+    as if its process were the only one. The spread, what the groups' means scatter beyond what their
+    values explain, is pooled with prior_sd over prior_df degrees of freedom: with two groups it is all
+    but unknown. strata: a label per group (the pairs' start orders); the mean is then the average of
+    each stratum's, weighing the strata alike (an effect of +d in one and -d in the other cancels),
+    and the spread is measured within strata. Degrees of freedom: Welch-Satterthwaite's. Needs 2
+    groups of at least 2 values each."""
     means = [trimmed_mean(group, trim) for group in groups]
     k = len(means)
     if k < 2:
         raise ValueError("pairs_mean needs at least 2 groups")
-    centre = sum(m.mean for m in means) / k
-    within = sum(m.se ** 2 for m in means) / k
-    spread = max(0.0, sum((m.mean - centre) ** 2 for m in means) / (k - 1) - within)
-    between = (prior_df * prior_sd ** 2 + (k - 1) * spread) / (prior_df + k - 1)
-    var_within, var_between = within / k, between / k
+    labels = list(strata) if strata is not None else [0] * k
+    if len(labels) != k:
+        raise ValueError("pairs_mean: one stratum per group")
+    # Yuen's se squared is (n - 1) * winsorized variance / (kept * (kept - 1)): pool the variance.
+    factors = [(m.n - 1) / ((m.n - 2 * m.cut) * (m.n - 2 * m.cut - 1)) for m in means]
+    pooled = sum(m.se ** 2 / f * (m.n - 1) for m, f in zip(means, factors)) / sum(m.n - 1 for m in means)
+    within = [pooled * f for f in factors]
+    kinds = sorted(set(labels))
+    members = {kind: [i for i in range(k) if labels[i] == kind] for kind in kinds}
+    spread_df = k - len(kinds)
+    spread = 0.0
+    if spread_df > 0:
+        squares = sum((means[i].mean - sum(means[j].mean for j in ids) / len(ids)) ** 2
+                      for ids in members.values() for i in ids)
+        spread = max(0.0, squares / spread_df - sum(within) / k)
+    between_df = prior_df + spread_df
+    between = (prior_df * prior_sd ** 2 + spread_df * spread) / between_df if between_df else 0.0
+    mean = var_within = var_between = 0.0
+    for ids in members.values():
+        weights = {i: 1 / (within[i] + between) if within[i] + between > 0 else 1.0 for i in ids}
+        total_weight = sum(weights.values())
+        share = 1 / len(kinds)  # of the estimate: each stratum's weighted mean counts alike
+        mean += share * sum(w * means[i].mean for i, w in weights.items()) / total_weight
+        var_within += share ** 2 * sum(w * w * within[i] for i, w in weights.items()) / total_weight ** 2
+        var_between += share ** 2 * sum(w * w for w in weights.values()) * between / total_weight ** 2
     total = var_within + var_between
-    denominator = var_within ** 2 / sum(m.df for m in means) + var_between ** 2 / (prior_df + k - 1)
+    denominator = var_within ** 2 / sum(m.df for m in means) + (
+        var_between ** 2 / between_df if between_df else 0.0)
     df = total ** 2 / denominator if denominator else float(sum(m.df for m in means))
-    return TrimmedMean(n=sum(m.n for m in means), cut=sum(m.cut for m in means), mean=centre,
+    return TrimmedMean(n=sum(m.n for m in means), cut=sum(m.cut for m in means), mean=mean,
                        se=math.sqrt(total), df=df)
 
 
