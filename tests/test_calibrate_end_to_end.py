@@ -13,7 +13,7 @@ import pytest
 from busy_machine import tolerant
 from speedstats import calibration as store
 from speedstats import results as results_model
-from speedstats.analysis.rule import MAX_PROCESS_SD
+from speedstats.analysis.rule import MAX_PROCESS_SD, runner_process_sd
 
 pytestmark = pytest.mark.heavy
 
@@ -65,7 +65,8 @@ def test_calibrate_measures_the_build_against_itself_and_run_takes_it_into_its_r
     assert measured.paired.stages == [3, 3] and len(measured.paired.ratios) == 6
     assert aa.builds["oneflow"]["packages"] == aa.builds["oneflow_base"]["packages"]
 
-    # `run` with a baseline on this runner takes the case's process sd as its rule's prior.
+    # `run` with a baseline on this runner takes the case's process sd, pooled with the default by its
+    # two pairs, as its rule's prior.
     out = tmp_path / "out"
     proc = speedstats(tmp_path, "run", "--suite", str(suite), "--device", "cpu", "--cache-dir", str(cache),
                       "--out", str(out), "--quiet", "--only", "oneflow", "--baseline-oneflow", "installed",
@@ -73,7 +74,8 @@ def test_calibrate_measures_the_build_against_itself_and_run_takes_it_into_its_r
     assert proc.returncode in (0, 1), proc.stderr
     assert f"speedstats: calibration {path.name} (" in proc.stderr
     raw = json.loads((out / "results.json").read_text())
-    prior = min(case.process_sd, MAX_PROCESS_SD)
+    prior = runner_process_sd(case.process_sd, case.pairs)
+    assert prior == case.prior and prior <= MAX_PROCESS_SD
     assert raw["calibration"] == {"file": path.name, "measured_at": calibration.measured_at, "runner": None,
                                   "process_sd": {"resnet50-bs2": prior}}
     assert raw["cases"][0]["paired"]["rule"]["process_sd"] == prior

@@ -231,6 +231,7 @@ def test_an_unreadable_file_is_a_note_for_run_and_a_warning_for_doctor(tmp_path,
     monkeypatch.setattr("speedstats.gpuinfo.device_name", lambda device="cuda": CPU)
     (row,) = calibration_rows(tmp_path, "cpu")
     assert row.status == "ok" and row.text.startswith(f"none for {CPU} in ")
+    assert "'run' takes the suite's rule as it is (pairs of processes taken to spread 2%)" in row.text
     path = store.calibration_path(tmp_path, CPU)
     path.parent.mkdir()
     path.write_text("{")
@@ -240,10 +241,12 @@ def test_an_unreadable_file_is_a_note_for_run_and_a_warning_for_doctor(tmp_path,
     assert lines[0].startswith("speedstats: calibration not used: ") and "not JSON" in lines[0]
     (row,) = calibration_rows(tmp_path, "cpu")
     assert row.status == "warning" and "not JSON" in row.text
-    store.write_calibration(path, a_calibration([store.CaseCalibration(id="resnet50-bs2", process_sd=0.045)]))
+    store.write_calibration(path, a_calibration([store.CaseCalibration(id="resnet50-bs2", process_sd=0.045,
+                                                                       pairs=6)]))
     (row,) = calibration_rows(tmp_path, "cpu")
     assert row.status == "ok"
-    assert " old, suite 'smoke', 3 pairs of 5 rounds a case; process sd resnet50-bs2 4.5%" in row.text
+    assert row.text.endswith(" old, suite 'smoke', 3 pairs of 5 rounds a case; process sd resnet50-bs2 4.5% "
+                             "(the rule's 3.1%)")
 
 
 def test_age_in_words():

@@ -8,8 +8,8 @@ intervals; from those and what a round and a pair's start cost, by the rule's ow
 rounds, the smallest slowdown the suite's rule resolves (called a regression in 95% of runs) and its
 wall time, and the cheapest rule (pairs, rounds per pair, band) found that resolves `--target`. The
 calibration goes to the build cache, one file per GPU name (speedstats.calibration), where `run` takes
-each case's process_sd as its rule's prior; the cases of the file that this run did not measure (or
-measured without figures) stay as they were.
+each case's process_sd, pooled with the default by the pairs it rests on, as its rule's prior; the
+cases of the file that this run did not measure (or measured without figures) stay as they were.
 
 Exit 0; 2 on bad input; 3 when a case gave no figures, 7 when one was measured on a disturbed machine
 (the other cases are kept); 4 when the device stayed busy; 130 when interrupted.
@@ -233,7 +233,7 @@ def calibrate(args, write_table):
     where = f"wrote {path}" if measured else "no case gave figures: no calibration written"
     _progress(f"speedstats calibrate: {where}; the A/A results in {out / 'results.json'}. RESOLVES: the "
               f"smallest slowdown the suite's rule calls a regression in {args.power:.0%} of simulated runs "
-              f"(its process_sd from this calibration), TAKES its head-vs-base wall time")
+              f"(its process_sd as run takes it from this calibration), TAKES its head-vs-base wall time")
     if any(case.failure for case in results.cases):
         return EXIT_CASE_FAILED
     if any(case.disturbance for case in results.cases):
@@ -269,7 +269,7 @@ def register(subparsers):
         "process-to-process scatter (sd of log head/base, with 95%% intervals), the smallest slowdown "
         "the suite's rule resolves here and its wall time, and the cheapest rule (pairs, rounds, band) "
         "found that resolves --target. The calibration is kept in the build cache, one file per GPU "
-        "name; 'run' takes each case's process sd as its rule's prior. Exit 0, 2 on bad input, 3 when a "
+        "name; 'run' pools each case's process sd into its rule's prior. Exit 0, 2 on bad input, 3 when a "
         "case gave no figures, 4 when the device stayed busy, 7 when a case was measured on a disturbed "
         "machine.",
     )

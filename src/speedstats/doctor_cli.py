@@ -106,6 +106,7 @@ def token_rows(args):
 
 def calibration_rows(cache, device):
     """Whether this runner has a calibration for the device's GPU (or CPU) name, and how old it is."""
+    from speedstats.analysis.rule import DEFAULT_PROCESS_SD
     from speedstats.bench.doctor import OK, WARNING, Row
     from speedstats.calibration import age_text, calibration_path, read_calibration
     from speedstats.gpuinfo import device_name
@@ -117,15 +118,15 @@ def calibration_rows(cache, device):
         return [Row("calibration", WARNING, f"{exc}: 'run' goes without it; 'speedstats calibrate' (or "
                                             "doctor --calibrate) measures it again")]
     if found is None:
-        text = (f"none for {device_name(device)} in {path.parent}: 'run' takes the suite's rule as it is; "
-                "'speedstats calibrate' (or doctor --calibrate) measures this runner's noise, for its rule's "
-                "process_sd")
+        text = (f"none for {device_name(device)} in {path.parent}: 'run' takes the suite's rule as it is "
+                f"(pairs of processes taken to spread {DEFAULT_PROCESS_SD:.0%}); 'speedstats calibrate' (or "
+                "doctor --calibrate) measures this runner's noise, for its rule's process_sd")
         return [Row("calibration", OK, text)]
     measured = [case for case in found.cases if case.process_sd is not None]
-    sds = ", ".join(f"{case.id} {case.process_sd:.1%}" for case in measured) or "none measured"
+    sds = ", ".join(f"{case.id} {case.process_sd:.1%} (the rule's {case.prior:.1%})" for case in measured)
     return [Row("calibration", OK, f"{path}: {age_text(found.age_s())}, suite {found.suite!r}, "
                                    f"{found.pairs} pairs of {found.pair_rounds} rounds a case; process sd "
-                                   f"{sds}")]
+                                   f"{sds or 'none measured'}")]
 
 
 def table(rows):
