@@ -141,6 +141,7 @@ class Hold:
     parties: int
     timeout_s: float
     arrived: int = 0
+    served: int = 0  # of the arrived parties, those answered by the fake's state
 
 
 @dataclass
@@ -537,16 +538,25 @@ class FakeGitHub:
         return None
 
     def _wait_at_hold(self, method, path):
+        """The hold this request is a party of (None: none), once it is released. A request outside
+        every hold waits while a released hold's parties are still to be served: they are served before
+        anything that follows them, whatever the threads' scheduling (on a busy machine a woken party
+        could otherwise be served after a later request that changed what it sees)."""
         with self._cond:
             hold = next((h for h in self._holds if h.method == method and h.arrived < h.parties
                          and fnmatch.fnmatchcase(path, h.pattern)), None)
             if hold is None:
-                return
+                pending = [h for h in self._holds if h.parties <= h.arrived and h.served < h.arrived]
+                if pending:
+                    self._cond.wait_for(lambda: all(h.served >= h.arrived for h in pending),
+                                        timeout=max(h.timeout_s for h in pending))
+                return None
             hold.arrived += 1
             self._cond.notify_all()
             self._cond.wait_for(lambda: hold.arrived >= hold.parties
                                 or all(h is not hold for h in self._holds),
                                 timeout=hold.timeout_s)
+            return hold
 
 
 _ROUTES = []
@@ -605,9 +615,12 @@ class _Handler(BaseHTTPRequestHandler):
                                  dict(self.headers.items()), body)
         with fake._lock:
             (fake.storage_requests if self.storage else fake.requests).append(record)
-        fake._wait_at_hold(method, path)
+        hold = fake._wait_at_hold(method, path)
         drip_s = None
         with fake._lock:
+            if hold is not None:
+                hold.served += 1
+                fake._cond.notify_all()
             fault = fake._take_fault(method, path)
             if fault is not None and fault.drip_s is not None:
                 drip_s, fault = fault.drip_s, None

@@ -86,7 +86,7 @@ def test_two_guards_of_one_run_racing_comment_once(gh, tmp_path):
     for t in threads:
         t.join(60)
     assert [r.rc for r in results] == [0, 0], [r.err for r in results]
-    assert sum("removed by another run" in r.err for r in results) == 1
+    assert sum("removed by another run" in r.err for r in results) == 1, [r.err for r in results]
     assert gh.labels(REPO, 7) == ["bug"]
     assert len(gh.comments(REPO, 7)) == 1
 
