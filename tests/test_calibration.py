@@ -218,7 +218,7 @@ def test_run_takes_each_cases_process_sd_as_its_rules_prior(tmp_path, monkeypatc
 
 
 def test_a_runners_prior_pools_its_measured_spread_with_the_default_by_the_pairs_it_rests_on():
-    # Six pairs that agreed (0%) leave most of the default's 2%; forty pairs of 0% bring it near 0.
+    # Six pairs that agreed (0%) leave most of the default's 2%; forty-one pairs of 0% bring it under 1%.
     assert runner_process_sd(0.0, 6) == pytest.approx(0.02 * (10 / 15) ** 0.5)
     assert runner_process_sd(0.0, 41) == pytest.approx(0.02 * (10 / 50) ** 0.5)
     assert runner_process_sd(0.02, 6) == pytest.approx(0.02)
