@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from speedstats.analysis import sequence, stats
-from speedstats.analysis.pairs import log_ratios_per_pair
+from speedstats.analysis.pairs import log_ratios_per_pair, within_pairs_variance
 from speedstats.analysis.rule import (
     MAX_PROCESS_PAIRS,
     MAX_PROCESS_SD,
@@ -74,8 +74,7 @@ def scatter(ratios: Sequence[float], stages: Sequence[int], confidence=0.95) -> 
     n = sum(len(g) for g in groups)
     k = len(groups)
     means = [sum(g) / len(g) for g in groups]
-    within_df = n - k
-    msw = sum((y - m) ** 2 for g, m in zip(groups, means) for y in g) / within_df
+    msw, within_df = within_pairs_variance(groups)
     tail = (1 - confidence) / 2
     round_sd = math.sqrt(msw)
     round_low = math.sqrt(within_df * msw / stats.chi2_quantile(1 - tail, within_df))

@@ -40,6 +40,17 @@ def log_ratios_per_pair(ratios: Sequence[float], stages: Sequence[int]):
     return groups
 
 
+def within_pairs_variance(groups: Sequence[Sequence[float]]):
+    """(variance, degrees of freedom) of values around their own group's mean, pooled over the groups (the
+    analysis of variance's within mean square): the rounds' scatter with each pair's offset taken out.
+    Groups of one value add nothing; None when no group has two."""
+    df = sum(len(g) - 1 for g in groups if g)
+    if df <= 0:
+        return None
+    squares = sum((y - sum(g) / len(g)) ** 2 for g in groups if g for y in g)
+    return squares / df, df
+
+
 def pair_estimates(ratios: Sequence[float], stages: Sequence[int], rule: SequentialRule = DEFAULT_RULE):
     """Each pair of processes' own estimate, {rounds, ratio, low, high} (low and high None below
     MIN_ROUNDS_FOR_INTERVAL rounds), for the rounds each measured (stages: rounds per pair, in order)."""

@@ -18,7 +18,7 @@ from speedstats.analysis import stats
 from speedstats.analysis.attribution import MIN_ROUNDS as MIN_PROFILED_ROUNDS
 from speedstats.analysis.look import DISAGREE, ROUNDS_BUDGET, TIME_BUDGET, Look, look
 from speedstats.analysis.paired import PairedVerdict, judge_paired
-from speedstats.analysis.pairs import head_starts_first, log_ratios_per_pair
+from speedstats.analysis.pairs import head_starts_first, log_ratios_per_pair, within_pairs_variance
 from speedstats.analysis.rule import DEFAULT_RULE, MAX_PROCESS_PAIRS, SequentialRule
 
 MORE, NEW_PAIR, CONFIRM, DONE = "more", "new pair", "confirm", "done"
@@ -128,8 +128,7 @@ class Rounds:
         groups = [g for g in log_ratios_per_pair(self.ratios, self.stages) if len(g) >= 2]
         if not groups:
             return 0
-        scatter = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
-        round_var = scatter / sum(len(g) - 1 for g in groups)
+        round_var, _ = within_pairs_variance(groups)
         between = rule.process_sd ** 2
 
         def variance(sizes):
