@@ -109,17 +109,19 @@ def look(ratios: Sequence[float], rule: SequentialRule = DEFAULT_RULE, final=Fal
     by_order = bool(orders) and min(map(len, orders)) >= 2
     if by_order:
         head_first, base_first = (stats.trimmed_mean(order, rule.trim) for order in orders)
-        estimate = stats.midpoint(head_first, base_first)
-    else:
-        estimate = stats.trimmed_mean(logs, rule.trim)
     # With the rule's process_sd, the interval counts how pairs of processes spread too: a random effect
     # for the pair, its spread pooled with that prior, each start order weighed alike when it counts.
+    # Without it (or with one pair), the rounds' scatter alone.
     groups = [(pair, group) for pair, group in enumerate(log_ratios_per_pair(ratios, stages))
               if len(group) >= 2]
     if rule.process_sd > 0 and len(groups) >= 2:
         strata = [head_starts_first(pair) for pair, _ in groups] if by_order else None
         estimate = stats.pairs_mean([group for _, group in groups], rule.process_sd, PROCESS_SD_DF,
                                     rule.trim, strata=strata)
+    elif by_order:
+        estimate = stats.midpoint(head_first, base_first)
+    else:
+        estimate = stats.trimmed_mean(logs, rule.trim)
     low, high = estimate.interval(rule.look_confidence)
     result = Look(rounds=len(logs), ratio=math.exp(estimate.mean), low=math.exp(low), high=math.exp(high),
                   verdict=stats.INCONCLUSIVE, stop=False)

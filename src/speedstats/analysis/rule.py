@@ -38,8 +38,8 @@ def runner_process_sd(measured: float, pairs: int) -> float:
     """The process_sd prior for a runner whose A/A pairs (`pairs` of them) spread by `measured`: pooled
     with the default, which weighs as PROCESS_SD_DF pairs, so that a few pairs that happened to agree
     do not make processes that never differ (at most MAX_PROCESS_SD)."""
-    df = max(0, pairs - 1)
-    pooled = (PROCESS_SD_DF * DEFAULT_PROCESS_SD ** 2 + df * measured ** 2) / (PROCESS_SD_DF + df)
+    pooled = stats.pooled_variance([(PROCESS_SD_DF, DEFAULT_PROCESS_SD ** 2),
+                                    (max(0, pairs - 1), measured ** 2)])
     return min(pooled ** 0.5, MAX_PROCESS_SD)
 
 

@@ -193,6 +193,13 @@ def midpoint(a: TrimmedMean, b: TrimmedMean) -> TrimmedMean:
     return TrimmedMean(n=a.n + b.n, cut=a.cut + b.cut, mean=(a.mean + b.mean) / 2, se=se / 2, df=df)
 
 
+def pooled_variance(parts: Sequence[tuple[float, float]]) -> float:
+    """Variances pooled by their degrees of freedom: parts are (df, variance); 0 when no df at all (a
+    prior's variance pooled with what was measured is one of its uses)."""
+    total_df = sum(df for df, _ in parts)
+    return sum(df * variance for df, variance in parts) / total_df if total_df else 0.0
+
+
 def pairs_mean(groups: Sequence[Sequence[float]], prior_sd: float, prior_df: float = 2.0,
                trim: float = DEFAULT_TRIM, strata: Sequence[int] | None = None) -> TrimmedMean:
     """The mean of groups of values measured in different processes, with a standard error that counts
@@ -218,14 +225,14 @@ def pairs_mean(groups: Sequence[Sequence[float]], prior_sd: float, prior_df: flo
     within = [pooled * f for f in factors]
     kinds = sorted(set(labels))
     members = {kind: [i for i in range(k) if labels[i] == kind] for kind in kinds}
+    centres = {kind: sum(means[i].mean for i in ids) / len(ids) for kind, ids in members.items()}
     spread_df = k - len(kinds)
     spread = 0.0
     if spread_df > 0:
-        squares = sum((means[i].mean - sum(means[j].mean for j in ids) / len(ids)) ** 2
-                      for ids in members.values() for i in ids)
+        squares = sum((means[i].mean - centres[labels[i]]) ** 2 for i in range(k))
         spread = max(0.0, squares / spread_df - sum(within) / k)
     between_df = prior_df + spread_df
-    between = (prior_df * prior_sd ** 2 + spread_df * spread) / between_df if between_df else 0.0
+    between = pooled_variance([(prior_df, prior_sd ** 2), (spread_df, spread)])
     mean = var_within = var_between = 0.0
     for ids in members.values():
         weights = {i: 1 / (within[i] + between) if within[i] + between > 0 else 1.0 for i in ids}
