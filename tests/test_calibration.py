@@ -212,9 +212,22 @@ def test_run_takes_each_cases_process_sd_as_its_rules_prior(tmp_path, monkeypatc
     assert lines[-1] == ("speedstats: calibration not used: CPU_Test_CPU_2_cores.json is runner 'gpu-7''s, "
                          "this is 'gpu-8'")
     monkeypatch.setenv("RUNNER_NAME", "gpu-7")
-    suite.head_vs_base = replace(suite.head_vs_base, process_sd=0.03)
-    assert calibration_rules(suite, "cpu", tmp_path, ["oneflow", "oneflow_base"], RunOptions(),
-                             lines.append) == ({}, None)
+    # A suite file that names its process_sd keeps it, the default's 2% as well as any other.
+    for value in ("0.03", "0.02"):
+        path = tmp_path / f"own-{value}.yml"
+        path.write_text(f"extends: smoke\nhead_vs_base:\n  process_sd: {value}\n")
+        own = load_suite(path)
+        assert own.sets_process_sd and own.head_vs_base.process_sd == float(value)
+        assert calibration_rules(own, "cpu", tmp_path, ["oneflow", "oneflow_base"], RunOptions(),
+                                 lines.append) == ({}, None)
+    path.write_text("extends: smoke\nhead_vs_base:\n  futility_z: 1\n")
+    assert not load_suite(path).sets_process_sd
+    assert calibration_rules(load_suite(path), "cpu", tmp_path, ["oneflow", "oneflow_base"], RunOptions(),
+                             lines.append)[1] == used
+    # It is the suite's own bookkeeping, not a setting a file may give.
+    path.write_text("extends: smoke\nsets_process_sd: true\n")
+    with pytest.raises(UserError, match="sets_process_sd"):
+        load_suite(path)
 
 
 def test_a_runners_prior_pools_its_measured_spread_with_the_default_by_the_pairs_it_rests_on():

@@ -9,8 +9,8 @@ runner's; it records the runner's name ($RUNNER_NAME) too, and a runner of anoth
 cache does not use it.
 
 `speedstats run` reads it (`for_run`): a case it holds gets its process_sd as the rule's prior, unless
-the suite sets one or --no-calibration is given; results.json's `calibration` says which file was used
-and which cases took what.
+the suite names one (at any value) or --no-calibration is given; results.json's `calibration` says
+which file was used and which cases took what.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from speedstats.analysis.rule import DEFAULT_PROCESS_SD, MAX_PROCESS_PAIRS, runner_process_sd
+from speedstats.analysis.rule import MAX_PROCESS_PAIRS, runner_process_sd
 from speedstats.errors import UserError
 from speedstats.results import CalibrationUsed
 from speedstats.settings import read_record, setting
@@ -169,10 +169,10 @@ def age_text(seconds):
 def for_run(cache, gpu_name, suite):
     """The calibration `run` uses for its rule: ({case id: process_sd}, CalibrationUsed, note), or
     ({}, None, note) when none applies; note says why (None when there is simply no file). A suite that
-    sets head_vs_base.process_sd to other than the default keeps it. A file that cannot be read is a
+    names head_vs_base.process_sd keeps it, whatever its value. A file that cannot be read is a
     note, not an error: the run goes on without it."""
     path = calibration_path(cache, gpu_name)
-    if suite.head_vs_base.process_sd != DEFAULT_PROCESS_SD:
+    if suite.sets_process_sd:
         return {}, None, None
     try:
         calibration = read_calibration(path)

@@ -392,7 +392,7 @@ def prepare_builds(requests, cache, keep_builds, progress):
 def calibration_rules(suite, device, cache, contenders, options, progress):
     """With a baseline: ({case id: the suite's rule with the runner's calibrated process_sd}, results.json's
     `calibration`) from this runner's calibration for the device (speedstats.calibration.for_run);
-    ({}, None) without one, with --no-calibration, or when the suite sets its own process_sd."""
+    ({}, None) without one, with --no-calibration, or when the suite names its own process_sd."""
     if BASE not in contenders or options.no_calibration:
         return {}, None
     from dataclasses import replace

@@ -65,7 +65,8 @@ def check_known(data, known, where, prefix=""):
 
 
 def read_settings(cls, data, where, prefix="", defaults=None, skip=(), ignore=(), nest=None):
-    """{name: value} of every field of the dataclass cls but those in skip, read from the mapping data.
+    """{name: value} of every field of the dataclass cls but those in skip and those its __init__ does not
+    take (a record's own bookkeeping, not a setting), read from the mapping data.
 
     where starts every error message, prefix names a nested field in it (`disturbance.`); defaults
     replace the dataclass's; keys in ignore are accepted and not read (skip's too). nest: how the
@@ -74,7 +75,7 @@ def read_settings(cls, data, where, prefix="", defaults=None, skip=(), ignore=()
     """
     if not isinstance(data, dict):
         raise UserError(f"{where}: must be a mapping")
-    fields = dataclasses.fields(cls)
+    fields = [f for f in dataclasses.fields(cls) if f.init]
     if not getattr(cls, "OPEN_RECORD", False):
         check_known(data, [f.name for f in fields] + list(ignore), where, prefix)
     defaults = defaults or {}
@@ -308,7 +309,7 @@ def json_schema(cls, title=None):
 
 def _record_schema(cls, defs):
     properties, required = {}, []
-    for field in dataclasses.fields(cls):
+    for field in (f for f in dataclasses.fields(cls) if f.init):
         properties[field.name] = _field_schema(field, defs)
         if default_of(field) is REQUIRED:
             required.append(field.name)

@@ -184,6 +184,9 @@ class Suite:
     pause_idle: bool = True  # stop (SIGSTOP) the contenders not being timed during another's round
     # The head-vs-base rule: when a baseline build is measured, how many rounds, and what they must show.
     head_vs_base: SequentialRule = DEFAULT_RULE
+    # The suite (or the profile it extends) names head_vs_base.process_sd, even at the default: a runner's
+    # calibration does not replace it (speedstats.calibration.for_run).
+    sets_process_sd: bool = field(default=False, init=False, compare=False)
     mode: str = setting(DEFAULT_MODE, choices=MODES)
     model: str = setting(OLD_BOT_MODEL, choices=MODELS)
     env: dict[str, str] = setting(factory=dict, read=_env)
@@ -381,6 +384,8 @@ def suite_from_dict(data, where):
     """The Suite of a mapping (a profile, or a user file merged onto the profile it extends)."""
     suite = Suite(**read_settings(Suite, data, where, skip=("cases", "model"), ignore=("extends",)))
     suite.model = _model(data, where, suite.mode, Suite.model)
+    rule_data = data.get("head_vs_base")
+    suite.sets_process_sd = isinstance(rule_data, dict) and "process_sd" in rule_data
     cases_data = data.get("cases")
     if not isinstance(cases_data, list) or not cases_data:
         raise UserError(f"{where}: field 'cases' must be a non-empty list")

@@ -33,7 +33,7 @@ def field_lines(obj, given, indent, wide=()):
     """`name: value` for each field of a dataclass instance; given: the keys its mapping sets."""
     lines = []
     for f in dataclasses.fields(obj):
-        if f.name == "cases":
+        if f.name == "cases" or not f.init:  # not a setting (speedstats.settings.read_settings)
             continue
         value = getattr(obj, f.name)
         mark = "" if f.name in given else SUITE_WIDE_MARK if f.name in wide else DEFAULT
