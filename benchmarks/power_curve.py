@@ -2,7 +2,7 @@
 the wall time a baseline adds.
 
     python benchmarks/power_curve.py [--runs 20] [--head-only-runs 5] [--conditions LIST] [--json FILE]
-        [--process-sd SD]
+        [--process-sd SD] [--rule FIELD=VALUE,...]
 
 Runs `speedstats run` on the CPU over the smoke profile's ResNet50 case (batch 2, 3x64x64, old-bot
 mode) with OneFlow builds made from the pinned wheel (tests/oneflow_builds.py), --runs times per
@@ -191,6 +191,20 @@ def targets(summary):
     return checks
 
 
+def rule_fields(text):
+    """{field: value} of `a=1,b=0.5`, checked as a suite's head_vs_base would be (the ValueError names the
+    field), before any build is made."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from speedstats.analysis.rule import SequentialRule
+
+    fields = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        fields[key.strip()] = float(value) if "." in value or "e" in value else int(value)
+    SequentialRule.from_dict(fields, "--rule")
+    return fields
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20, help="runs per condition (default: %(default)s)")
@@ -201,7 +215,12 @@ def main(argv=None):
     parser.add_argument("--process-sd", type=float,
                         help="the rule's head_vs_base.process_sd (default: the suite's); 0: the rounds' "
                              "scatter alone, as before it counted pairs of processes")
+    parser.add_argument("--rule", default="",
+                        help="more head_vs_base fields for every run, e.g. case_cap_factor=3,max_rounds=60")
     args = parser.parse_args(argv)
+    fields = rule_fields(args.rule)
+    if args.process_sd is not None:
+        fields["process_sd"] = args.process_sd
     if args.runs < 1 or args.head_only_runs < 1:
         parser.error("--runs and --head-only-runs must be at least 1")
     builds = load_test_builds()
@@ -211,8 +230,8 @@ def main(argv=None):
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="speedstats-power-") as tmp:
         work = Path(tmp)
-        rule = "" if args.process_sd is None else f"head_vs_base: {{process_sd: {args.process_sd}}}\n"
-        (work / "suite.yml").write_text(SUITE + rule)
+        rule = ", ".join(f"{key}: {value}" for key, value in fields.items())
+        (work / "suite.yml").write_text(SUITE + (f"head_vs_base: {{{rule}}}\n" if rule else ""))
         cache = builds.BUILD_CACHE
         for head, base, _ in plan.values():  # installs every build once, outside the figures
             one_run(work, cache, head, base)

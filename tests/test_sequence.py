@@ -195,12 +195,38 @@ def test_the_steps_refuse_an_unknown_attribute():
         Steps(attribute="often")
 
 
-def test_the_published_simulation_executes_these_steps():
+def published_simulation():
     path = ROOT / "benchmarks" / "simulate_head_vs_base.py"
     spec = importlib.util.spec_from_file_location("simulate", path)
     simulate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(simulate)
+    return simulate
+
+
+def test_the_published_simulation_executes_these_steps():
+    simulate = published_simulation()
     assert simulate.sequence is sequence  # the same module: no loop of its own
     verdict, rounds, wall, _ = simulate.simulate(0.25, SequentialRule(), random.Random(1), sigma=0.075,
                                                  sigma_iterations=2, process_sd=0.015, outliers=0.0)
     assert verdict.verdict == "regression" and rounds == 10 and wall > 1
+
+
+def test_the_simulation_draws_a_runs_noise_from_one_recorded_runs_rounds_centred_and_mirrored(tmp_path):
+    simulate = published_simulation()
+    recorded = tmp_path / "runs.json"
+    recorded.write_text('{"runs": {"aa": [{"ratios": [1.1, 1.0, 1.3], "stages": [3]}, {"ratios": [0.9]}],'
+                        ' "slow7": [{"ratios": [1.2, 1.2]}]}}')
+    pools = simulate.recorded_noise([recorded], scale=0.5)
+    mean = (math.log(1.1) + math.log(1.3)) / 3
+    first = [0.5 * (math.log(r) - mean) for r in (1.1, 1.0, 1.3)]
+    assert pools == [pytest.approx(first + [-x for x in first]), [0.0] * 4]  # a single round is no noise
+    # A run of the recorded noise's rounds: every ratio the true change times one pool's draw.
+    draws = {x for pool in pools for x in pool}
+    rule = SequentialRule(process_sd=0.0, process_pairs=1, max_rounds=10)
+    verdict, rounds, _, _ = simulate.simulate(0.05, rule, random.Random(3), sigma=None, sigma_iterations=None,
+                                              process_sd=0.0, outliers=None, recorded=pools)
+    assert rounds == 10 and all(any(math.log(r) - math.log1p(0.05) == pytest.approx(x) for x in draws)
+                                for r in verdict.ratios)
+    recorded.write_text('{"runs": {"aa": [{"ratios": [1.0]}]}}')
+    with pytest.raises(ValueError, match="no recorded run with 2 rounds or more in .*runs.json"):
+        simulate.recorded_noise([recorded])
