@@ -300,8 +300,8 @@ def test_a_no_change_short_of_its_pairs_when_the_time_runs_out_is_inconclusive_a
     # profiled rounds; otherwise 0.3 of the first look's time, as for any estimate inside the band.
     rule = SequentialRule()
     assert rule.extra_budget_s(20.0, 1.01, reserve=0.25, reserve_s=2.0) == pytest.approx(6.0)
-    assert rule.extra_budget_s(20.0, 1.01, reserve=0.25, reserve_s=2.0, settling=True) == pytest.approx(7.5)
-    assert rule.extra_budget_s(20.0, 1.01, settling=True) == pytest.approx(10.0)
+    assert rule.extra_budget_s(20.0, 1.01, reserve=0.25, reserve_s=2.0, settling=True) == pytest.approx(45.0)
+    assert rule.extra_budget_s(20.0, 1.01, settling=True) == pytest.approx(60.0)
 
 
 def start_order_effect(change, order, pairs=4, per_pair=5, seed=11):
@@ -376,13 +376,13 @@ def test_process_pairs_share_the_first_look_and_are_checked():
 
 
 def test_a_case_leaning_beyond_the_band_after_the_first_look_gets_the_larger_budget():
-    rule = SequentialRule(case_cap_factor=3)  # a cap that leaves room for both budgets
+    rule = SequentialRule(case_cap_factor=5)  # a cap that leaves room for both budgets
     assert rule.extra_budget_s(20.0, 1.00) == pytest.approx(6.0)  # inside the band: 0.3 of the first
-    assert rule.extra_budget_s(20.0, 1.06) == pytest.approx(14.0)  # leaning slower: 0.7
-    assert rule.extra_budget_s(20.0, 0.93) == pytest.approx(14.0)  # leaning faster
+    assert rule.extra_budget_s(20.0, 1.06) == pytest.approx(60.0)  # leaning slower: 3 times it
+    assert rule.extra_budget_s(20.0, 0.93) == pytest.approx(60.0)  # leaning faster
     assert rule.extra_budget_s(1000.0, 1.06) == rule.max_extra_s
-    # The default cap: half the first look after it, a quarter of that kept for profiled rounds.
-    assert SequentialRule().extra_budget_s(20.0, 1.06, reserve=0.25) == pytest.approx(7.5)
+    # The default cap: three first looks after it, a quarter of that kept for profiled rounds.
+    assert SequentialRule().extra_budget_s(20.0, 1.06, reserve=0.25) == pytest.approx(45.0)
     assert SequentialRule().extra_budget_s(20.0, 1.00, reserve=0.25) == pytest.approx(6.0)
 
 

@@ -95,8 +95,10 @@ def test_the_rounds_after_a_look_go_to_fresh_pairs_only_where_their_start_buys_m
 def test_the_rounds_after_the_first_look_time_only_the_head_and_the_base_within_the_time_budget():
     clock = Clock()
     rng = random.Random(3)
-    # Processes taken not to differ (process_sd 0): the rounds stay in the second pair's processes.
-    rule = SequentialRule(max_rounds=400, futility_z=0.0, process_sd=0.0)
+    # Processes taken not to differ (process_sd 0): the rounds stay in the second pair's processes. A
+    # budget of a few seconds, so that the time, not a later look, ends the rounds.
+    rule = SequentialRule(max_rounds=400, futility_z=0.0, process_sd=0.0, leaning_extra_factor=0.7,
+                          case_cap_factor=1.5)
     steps = Steps(rule, clock=clock)
     seen = execute(steps, clock, lambda k: math.exp(math.log(1.04) + rng.gauss(0, 0.08)))
     rounds = [step for step in seen if isinstance(step, MeasureRound)]
