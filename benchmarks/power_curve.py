@@ -200,7 +200,7 @@ def rule_fields(text):
     fields = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
-        fields[key.strip()] = float(value) if "." in value or "e" in value else int(value)
+        fields[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
     SequentialRule.from_dict(fields, "--rule")
     return fields
 
