@@ -192,17 +192,14 @@ def targets(summary):
 
 
 def rule_fields(text):
-    """{field: value} of `a=1,b=0.5`, checked as a suite's head_vs_base would be (the ValueError names the
-    field), before any build is made."""
-    sys.path.insert(0, str(ROOT / "src"))
-    from speedstats.analysis.rule import SequentialRule
-
-    fields = {}
-    for item in filter(None, text.split(",")):
-        key, _, value = item.partition("=")
-        fields[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
-    SequentialRule.from_dict(fields, "--rule")
-    return fields
+    """{field: value} of `a=1,b=0.5`, as the simulation reads its --rule and checked as a suite's
+    head_vs_base would be (the ValueError names the field), before any build is made."""
+    spec = importlib.util.spec_from_file_location("simulate_head_vs_base",
+                                                  ROOT / "benchmarks" / "simulate_head_vs_base.py")
+    simulation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(simulation)
+    simulation.parse_rule(text)
+    return simulation.rule_values(text)
 
 
 def main(argv=None):

@@ -141,12 +141,17 @@ def evaluate(rule, trials, seed, changes=CHANGES, **model):
     return table
 
 
-def parse_rule(text):
+def rule_values(text):
+    """{field: number} of `a=1,b=0.5` (head_vs_base fields), not yet checked."""
     values = {}
     for item in filter(None, (text or "").split(",")):
         key, _, value = item.partition("=")
         values[key] = int(value) if value.lstrip("-").isdigit() else float(value)
-    return SequentialRule.from_dict(values, "--rule")
+    return values
+
+
+def parse_rule(text):
+    return SequentialRule.from_dict(rule_values(text), "--rule")
 
 
 def add_recorded_arguments(parser):

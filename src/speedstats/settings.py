@@ -64,6 +64,12 @@ def check_known(data, known, where, prefix=""):
         raise UserError(f"{where}: unknown field '{prefix}{key}'{did_you_mean(str(unknown[0]), known)}")
 
 
+def setting_fields(cls):
+    """The fields of a dataclass (or of an instance) that are settings: those its __init__ takes (one it
+    does not is the record's own bookkeeping, never read from a mapping)."""
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
 def read_settings(cls, data, where, prefix="", defaults=None, skip=(), ignore=(), nest=None):
     """{name: value} of every field of the dataclass cls but those in skip and those its __init__ does not
     take (a record's own bookkeeping, not a setting), read from the mapping data.
@@ -75,7 +81,7 @@ def read_settings(cls, data, where, prefix="", defaults=None, skip=(), ignore=()
     """
     if not isinstance(data, dict):
         raise UserError(f"{where}: must be a mapping")
-    fields = [f for f in dataclasses.fields(cls) if f.init]
+    fields = setting_fields(cls)
     if not getattr(cls, "OPEN_RECORD", False):
         check_known(data, [f.name for f in fields] + list(ignore), where, prefix)
     defaults = defaults or {}
@@ -309,7 +315,7 @@ def json_schema(cls, title=None):
 
 def _record_schema(cls, defs):
     properties, required = {}, []
-    for field in (f for f in dataclasses.fields(cls) if f.init):
+    for field in setting_fields(cls):
         properties[field.name] = _field_schema(field, defs)
         if default_of(field) is REQUIRED:
             required.append(field.name)

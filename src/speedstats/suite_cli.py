@@ -14,6 +14,7 @@ import yaml
 
 from speedstats.fsutil import write_stdout
 from speedstats.results import results_schema
+from speedstats.settings import setting_fields
 from speedstats.suite import SUITE_WIDE, suite_data, suite_from_dict
 
 SCHEMAS = {"results": results_schema}
@@ -32,8 +33,8 @@ def flow(value):
 def field_lines(obj, given, indent, wide=()):
     """`name: value` for each field of a dataclass instance; given: the keys its mapping sets."""
     lines = []
-    for f in dataclasses.fields(obj):
-        if f.name == "cases" or not f.init:  # not a setting (speedstats.settings.read_settings)
+    for f in setting_fields(obj):
+        if f.name == "cases":
             continue
         value = getattr(obj, f.name)
         mark = "" if f.name in given else SUITE_WIDE_MARK if f.name in wide else DEFAULT

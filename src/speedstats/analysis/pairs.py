@@ -47,7 +47,10 @@ def within_pairs_variance(groups: Sequence[Sequence[float]]):
     df = sum(len(g) - 1 for g in groups if g)
     if df <= 0:
         return None
-    squares = sum((y - sum(g) / len(g)) ** 2 for g in groups if g for y in g)
+    squares = 0.0
+    for group in filter(None, groups):
+        mean = sum(group) / len(group)
+        squares += sum((y - mean) ** 2 for y in group)
     return squares / df, df
 
 
